@@ -1,0 +1,28 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+PY := .venv/bin/python
+PIP := .venv/bin/pip
+VENV_STAMP := .venv/.installed
+
+.PHONY: setup demo test lint prompts clean-venv
+
+setup: $(VENV_STAMP)
+
+$(VENV_STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv .venv
+	@# CPU wheel of torch where none is installed (a plain `torch` pulls a multi-GB CUDA build).
+	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q -e ".[dev]"
+	@touch $(VENV_STAMP)
+
+demo: setup
+	.venv/bin/treegraft-lab demo
+
+test: setup
+	.venv/bin/ruff check treegraft_lab tests scripts
+	$(PY) -m pytest -q -x --durations=15
+
+lint: setup
+	.venv/bin/ruff check treegraft_lab tests scripts
+
+prompts: setup
+	$(PY) scripts/build_prompts.py
