@@ -1,0 +1,31 @@
+"""TreeGraft Lab: adaptive multi-drafter grafting for tree speculative decoding, made visible.
+
+Public names are imported lazily so that `import treegraft_lab` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_PUBLIC = {
+    "load_pair": "treegraft_lab.models",
+    "ModelPair": "treegraft_lab.models",
+    "load_prompts": "treegraft_lab.prompts",
+    "DecodeConfig": "treegraft_lab.config",
+    "TreeGraftDecoder": "treegraft_lab.decoder",
+    "Generation": "treegraft_lab.decoder",
+    "record": "treegraft_lab.hooks",
+    "load_run": "treegraft_lab.hooks",
+    "autoregressive": "treegraft_lab.baselines",
+    "TreeGraftError": "treegraft_lab.errors",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'treegraft_lab' has no attribute {name!r}")

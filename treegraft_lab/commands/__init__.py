@@ -1,0 +1,1 @@
+"""Subcommands of the `treegraft-lab` CLI, one module each."""
