@@ -217,16 +217,15 @@ def doc_categories(docs: Path, rng: random.Random) -> list[dict]:
     files += sorted(docs.glob("reference/*.rst.txt")) + sorted(docs.glob("library/*.rst.txt"))
     pool = [p for f in files for p in passages_from(f, docs)]
     rng.shuffle(pool)
-    half = len(pool) // 2
+    # One split decision per file for both categories, then passages alternate between them.
+    picked = split_by_group(pool, "file", 2 * PER_CATEGORY, rng)
     rows = []
-    for cat, src, instructions in (
-        ("summarization", pool[:half], SUMMARIZE),
-        ("rewrite", pool[half:], REWRITE),
-    ):
-        for i, p in enumerate(split_by_group(src, "file", PER_CATEGORY, rng)):
-            instr = instructions[i % len(instructions)]
+    for side in ("train", "eval"):
+        for i, p in enumerate(x for x in picked if x["split"] == side):
+            cat, instructions = ("summarization", SUMMARIZE) if i % 2 == 0 else ("rewrite", REWRITE)
+            instr = instructions[(i // 2) % len(instructions)]
             turn = f"{instr}\n\nPassage ({p['title']}):\n{p['text']}"
-            rows.append(_row(cat, turn, p["split"], f"python3.11-doc {p['file']}"))
+            rows.append(_row(cat, turn, side, f"python3.11-doc {p['file']}"))
     faq = faq_entries(docs)
     rng.shuffle(faq)
     for p in split_by_group(faq, "group", PER_CATEGORY, rng):

@@ -78,7 +78,7 @@ def read_jsonl(path: Path) -> list[dict]:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            where = f"{path}:{n}"
+            where = f"{path}, line {n}"
             try:
                 row = _check_row(json.loads(line), where)
             except json.JSONDecodeError as e:

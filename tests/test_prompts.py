@@ -1,0 +1,97 @@
+"""The shipped prompt suite and the JSONL loader."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.prompts import load_prompts
+
+CATEGORIES = {"multi_turn", "code", "summarization", "qa", "rewrite", "math"}
+
+
+def test_suite_has_six_categories_of_30_with_both_splits():
+    rows = load_prompts("treegraft-suite", split="all")
+    per_cat = Counter(r["category"] for r in rows)
+    assert set(per_cat) >= CATEGORIES
+    assert all(n >= 30 for n in per_cat.values()), per_cat
+    evals = Counter(r["category"] for r in rows if r["split"] == "eval")
+    trains = Counter(r["category"] for r in rows if r["split"] == "train")
+    assert all(evals[c] >= 10 and trains[c] >= evals[c] for c in CATEGORIES), (evals, trains)
+    assert all(len(r["turns"]) == 2 for r in rows if r["category"] == "multi_turn")
+
+
+def test_splits_are_disjoint_by_id_text_and_source():
+    train = load_prompts(split="train")
+    eval_ = load_prompts(split="eval")
+    assert len(train) + len(eval_) == len(load_prompts(split="all"))
+    assert not {r["question_id"] for r in train} & {r["question_id"] for r in eval_}
+    assert not {r["turns"][0] for r in train} & {r["turns"][0] for r in eval_}
+    # no eval prompt shares a source document, FAQ file section or HumanEval task with train
+    doc_sources = {r["source"] for r in train if r["category"] in ("summarization", "rewrite")}
+    assert not doc_sources & {
+        r["source"] for r in eval_ if r["category"] in ("summarization", "rewrite")
+    }
+    assert all(r["split"] == "eval" for r in eval_)
+
+
+def test_passages_are_short_enough_for_a_cpu_model():
+    for r in load_prompts(split="all", categories=["summarization", "rewrite", "qa"]):
+        words = len(r["turns"][0].split())
+        assert 40 <= words <= 450, (r["question_id"], words)
+
+
+def test_math_references_are_numbers():
+    rows = load_prompts(split="all", categories="math")
+    assert all(float(r["reference"][0]) == float(r["reference"][0]) for r in rows)
+
+
+def test_filters_limit_and_per_category():
+    rows = load_prompts(split="eval", categories=["code", "math"], per_category=3)
+    assert Counter(r["category"] for r in rows) == {"code": 3, "math": 3}
+    assert len(load_prompts(split="train", limit=5)) == 5
+
+
+def test_external_file_is_read_without_split_as_eval(tmp_path):
+    path = tmp_path / "mtbench.jsonl"
+    lines = [
+        {"question_id": 81, "category": "writing", "turns": ["Write a poem.", "Shorter."]},
+        {"question_id": 82, "category": "math", "turns": ["1+1?"], "reference": "2"},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n")
+    rows = load_prompts(path)
+    assert [r["question_id"] for r in rows] == [81, 82]
+    assert rows[1]["reference"] == ["2"] and rows[0]["split"] == "eval"
+    assert load_prompts(str(path), split="train") == []
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("{not json", "line 2: not valid JSON"),
+        ('{"question_id": 2, "category": "x"}', "line 2: 'turns'"),
+        ('{"question_id": 2, "category": "x", "turns": []}', "line 2: 'turns'"),
+        ('{"category": "x", "turns": ["hi"]}', "line 2: 'question_id'"),
+        ('{"question_id": 1, "category": "x", "turns": ["hi"]}', "line 2: duplicate"),
+        ('{"question_id": 2, "category": "x", "turns": ["a"], "split": "dev"}', "'split'"),
+    ],
+)
+def test_bad_line_names_its_line(tmp_path, line, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"question_id": 1, "category": "x", "turns": ["hi"]}\n' + line + "\n")
+    with pytest.raises(TreeGraftError, match=message):
+        load_prompts(path)
+
+
+def test_missing_file_and_unknown_suite_or_category():
+    with pytest.raises(TreeGraftError, match="not found"):
+        load_prompts("/nonexistent/prompts.jsonl")
+    with pytest.raises(TreeGraftError, match="known suites: .*treegraft-suite"):
+        load_prompts("no-such-suite")
+    with pytest.raises(TreeGraftError, match="known: code"):
+        load_prompts(categories=["poetry"])
+    with pytest.raises(TreeGraftError, match="unknown split"):
+        load_prompts(split="test")
