@@ -1,0 +1,120 @@
+"""Baselines through the same API: plain autoregressive decoding and a CSD-style cascade.
+
+`autoregressive` decodes with the target alone, one token per forward, with the same sampling
+rules (temperature, top-k, top-p) as the decoder, so a sampled TreeGraft run and an
+autoregressive one draw from the same distribution.
+
+`cascade` is the "w/o ND" family's sequence baseline (cascade speculative drafting): the small
+drafter drafts a chain of D tokens, the mid drafter checks it in one forward and OVERWRITES it
+from its first disagreement with its own greedy tokens, and the target verifies the chain.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from treegraft_lab import kv
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.decoder import Generation, RoundInfo, TreeGraftDecoder
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.prompting import encode_prompt, eos_ids
+from treegraft_lab.tree import MID, SMALL, DraftTree
+from treegraft_lab.verify import accept_greedy, accept_sampling, warp
+
+
+@torch.inference_mode()
+def autoregressive(pair, prompt, max_new_tokens: int = 256, temperature: float = 0.0, top_p: float = 1.0,
+                   top_k: int = 0, seed: int | None = None) -> Generation:
+    """Plain decoding with the target: one forward per token, KV cache kept."""
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise TreeGraftError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+    model, tok = pair.target, pair.tokenizer
+    ids = encode_prompt(tok, prompt)
+    window = getattr(model.config, "max_position_embeddings", None)
+    if window and len(ids) + max_new_tokens > window:
+        raise TreeGraftError(f"the prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} that exceeds the "
+                             f"target's context window of {window}: shorten the prompt or lower max_new_tokens")
+    stop = eos_ids(tok, model)
+    gen = torch.Generator(device=model.device)
+    gen.manual_seed(seed if seed is not None else torch.seed() % (2**63))
+    t0 = time.perf_counter()
+    cache = kv.new_cache(model)
+    x = torch.tensor([ids], device=model.device)
+    out: list[int] = []
+    while len(out) < max_new_tokens:
+        logits = model(input_ids=x, use_cache=True, logits_to_keep=1, **kv.forward_kwargs(model, cache)).logits[0, -1].float()
+        if temperature == 0:
+            nxt = int(logits.argmax())
+        else:
+            nxt = int(torch.multinomial(warp(logits[None], temperature, top_k, top_p)[0], 1, generator=gen))
+        out.append(nxt)
+        if nxt in stop:
+            break
+        x = torch.tensor([[nxt]], device=model.device)
+    wall = time.perf_counter() - t0
+    stats = {"new_tokens": len(out), "tokens_per_s": len(out) / wall, "rounds": len(out), "accepted_per_round": 0.0,
+             "tokens_per_round": 1.0, "wall_s": wall}
+    return Generation(out, tok.decode(out, skip_special_tokens=True), [], stats)
+
+
+class CascadeDecoder(TreeGraftDecoder):
+    """CSD-style chain cascade: n-gram chain, overwritten by the mid drafter, verified by the target."""
+
+    def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
+        config = config or DecodeConfig(schedule="mid")
+        if pair.mid is None:
+            raise TreeGraftError("the cascade baseline needs a mid drafter: load the pair with a mid model")
+        super().__init__(pair, config, schedule="mid", **{k: v for k, v in overrides.items() if k != "schedule"})
+
+    def _round(self, policy, commit: bool = True):
+        cfg, t0 = self.config, time.perf_counter()
+        self._emit("round.start", root=self.root, committed=len(self.ids))
+        tree, v = DraftTree.start(self.root), 0
+        for k in range(1, cfg.depth + 1):  # the small drafter's chain: its best continuation each step
+            prop = self.small.propose(tree, [v], 1)
+            if not prop:
+                break
+            v, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
+        chain = tree.path(v)
+        (_, mid_s), calls = self._timed(self.mid.score, tree, chain), 1
+        cut = 0  # the mid drafter keeps the chain up to its first disagreement
+        for u in chain[1:]:
+            if tree.tokens[u] != int(self.mid.rows[self.mid.row[tree.parent[u]]].argmax()):
+                break
+            cut = u
+        rest = chain[chain.index(cut) + 1:]
+        if rest:
+            tree.kill_subtree(rest[0])
+        v = cut
+        while tree.depth[v] < cfg.depth:  # ... and overwrites the rest with its own greedy tokens
+            if v not in self.mid.row:
+                (_, t), calls = self._timed(self.mid.score, tree, [v]), calls + 1
+                mid_s += t
+            row = self.mid.rows[self.mid.row[v]]
+            tok = int(row.argmax())
+            v, _ = tree.add_child(v, tok, float(row[tok]), MID, tree.depth[v] + 1)
+        kept = tree.path(v)
+        t1 = time.perf_counter()
+        logits, t_fwd = self._timed(self.target.forward_tree, tree, kept)
+        if cfg.greedy:
+            path, bonus = accept_greedy(tree, kept, logits)
+        else:
+            path, bonus = accept_sampling(tree, kept, warp(logits, cfg.temperature, cfg.top_k, cfg.top_p), self.generator)
+        t2 = time.perf_counter()
+        self._emit("round.verify", cfg.depth, tree, kept=kept, logits=logits, path=path, bonus=bonus)
+        emitted = [tree.tokens[u] for u in path[1:]] + [bonus]
+        if commit:
+            self.target.commit(kept, path)
+            self.mid.commit(tree, path)
+            self.small.index.extend(emitted)
+            self.ids += emitted
+            self.root = bonus
+        else:
+            self.target.rollback()
+            self.mid.rollback()
+        info = RoundInfo(len(path) - 1, "csd", calls, sum(tree.alive), len(kept) - 1, t1 - t0, t2 - t1,
+                         t_fwd + mid_s, time.perf_counter() - t0)
+        self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
+        return info, emitted

@@ -1,0 +1,105 @@
+"""DecodeConfig: every knob of one decoding run, with the paper's defaults and validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from treegraft_lab.errors import TreeGraftError
+
+NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle")
+
+
+def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
+    """Return the 0/1 mask for a mask-like schedule ("10101", [1,0,1,0,1]); None otherwise."""
+    if isinstance(schedule, str) and schedule not in NAMED_SCHEDULES:
+        if not schedule or set(schedule) - {"0", "1"}:
+            raise TreeGraftError(
+                f"schedule {schedule!r} is not one of {', '.join(NAMED_SCHEDULES)} nor a 0/1 mask "
+                f"such as '10101' (1 = call the mid drafter at that draft step)"
+            )
+        bits = tuple(int(c) for c in schedule)
+    elif isinstance(schedule, (list, tuple)):
+        if not all(b in (0, 1, True, False) for b in schedule):
+            raise TreeGraftError(f"schedule mask {list(schedule)} must hold only 0 and 1")
+        bits = tuple(int(b) for b in schedule)
+    else:
+        return None
+    if len(bits) != depth:
+        raise TreeGraftError(
+            f"schedule mask {''.join(map(str, bits))} has {len(bits)} steps but depth={depth}; "
+            f"give one bit per draft step"
+        )
+    return bits
+
+
+@dataclass
+class DecodeConfig:
+    """One decoding run. Defaults follow the paper / authors' release.
+
+    depth: draft steps per round (D). width: frontier width W (nodes expanded per step, and new
+    nodes kept per step). budget: non-root nodes the target verifies (B_ver), or "auto" to pick
+    it from a measured cost curve. ngram_max/ngram_min: n-gram match sizes of the small drafter.
+    expanded_graft (EG) and non_destructive (ND) switch the paper's WHERE and HOW mechanisms.
+    schedule: "small", "mid", a 0/1 mask such as "10101", "adaptive", "oracle", or a policy
+    object with `decide(ctx) -> bool`. call_budget: most mid calls per round (None = no cap).
+    """
+
+    depth: int = 5
+    width: int = 10
+    budget: int | str = 63
+    ngram_max: int = 5
+    ngram_min: int = 1
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    expanded_graft: bool = True
+    non_destructive: bool = True
+    schedule: Any = "small"
+    call_budget: int | None = None
+    seed: int | None = None
+    scheduler_path: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, msg: str) -> None:
+            if not ok:
+                raise TreeGraftError(msg)
+
+        need(isinstance(self.depth, int) and self.depth >= 1, f"depth must be an integer >= 1, got {self.depth!r}")
+        need(isinstance(self.width, int) and self.width >= 1, f"width must be an integer >= 1, got {self.width!r}")
+        if self.budget != "auto":
+            need(
+                isinstance(self.budget, int) and self.budget >= 1,
+                f"budget must be an integer >= 1 (non-root nodes verified) or 'auto', got {self.budget!r}",
+            )
+        need(
+            isinstance(self.ngram_max, int) and isinstance(self.ngram_min, int) and 1 <= self.ngram_min <= self.ngram_max,
+            f"n-gram sizes must satisfy 1 <= ngram_min <= ngram_max, got {self.ngram_min}..{self.ngram_max}",
+        )
+        need(self.temperature >= 0, f"temperature must be >= 0, got {self.temperature}")
+        need(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
+        need(isinstance(self.top_k, int) and self.top_k >= 0, f"top_k must be an integer >= 0, got {self.top_k}")
+        need(self.call_budget is None or self.call_budget >= 0, "call_budget must be >= 0 or None")
+        if isinstance(self.schedule, (str, list, tuple)):
+            parse_mask(self.schedule, self.depth)  # raises on a bad mask
+        else:
+            need(hasattr(self.schedule, "decide"), "schedule must be a name, a 0/1 mask, or an object with decide(ctx)")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @property
+    def schedule_name(self) -> str:
+        mask = parse_mask(self.schedule, self.depth)
+        if mask is not None:
+            return "".join(map(str, mask))
+        if isinstance(self.schedule, str):
+            return self.schedule
+        return getattr(self.schedule, "name", type(self.schedule).__name__)
+
+    def to_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["schedule"] = self.schedule_name
+        return d

@@ -1,0 +1,301 @@
+"""TreeGraftDecoder: the round loop. Read `_round` first: it is the whole method.
+
+Each round grows one shared draft tree for D steps. At every step the policy decides WHEN the
+mid drafter is called; a mid step chooses WHERE to graft (the candidate pool and its top-W
+frontier, in graft.py) and the proposals are grafted HOW the config says (non-destructively or
+not, graft.py). Then the tree is pruned to the verification budget, the target verifies it in
+one forward (verify.py), and the accepted tokens plus one bonus token are committed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+from treegraft_lab import graft
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.drafters import ModelDrafter, NgramDrafter
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.hooks import HookEvent, check_hooks
+from treegraft_lab.prompting import encode_prompt, eos_ids
+from treegraft_lab.schedule.policies import StepContext, make_policy
+from treegraft_lab.tree import MID, SMALL, DraftTree
+from treegraft_lab.verify import TargetVerifier, accept_greedy, accept_sampling, warp
+
+
+@dataclass
+class RoundInfo:
+    """What one round did. `accepted` counts draft tokens; the bonus token is not included."""
+
+    accepted: int
+    schedule: str
+    mid_calls: int
+    nodes: int
+    kept: int
+    draft_s: float
+    verify_s: float
+    forward_s: float
+    round_s: float
+
+
+@dataclass
+class Generation:
+    """The result of `generate`: new tokens, text, per-round info and summary statistics.
+
+    stats: tokens_per_s (new tokens / wall time, prefill included), rounds, accepted_per_round
+    (accepted draft tokens per round, bonus excluded), tokens_per_round (the same plus the bonus
+    token), draft_s, verify_s, overhead_s (round time outside model forwards), prefill_s, wall_s,
+    mid_calls_per_round.
+    """
+
+    token_ids: list[int]
+    text: str
+    rounds: list[RoundInfo] = field(default_factory=list)
+    stats: dict = field(default_factory=dict)
+
+
+class TreeGraftDecoder:
+    """A lossless tree speculative decoder with a small (n-gram) and a mid (LM) drafter."""
+
+    def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
+        config = config or DecodeConfig()
+        if overrides:
+            config = DecodeConfig(**{**config.to_dict(), "schedule": config.schedule, **overrides})
+        self.pair, self.config = pair, config
+        self.tokenizer = pair.tokenizer
+        self.device = pair.target.device
+        if self._needs_mid(config) and pair.mid is None:
+            raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
+        self.policy = make_policy(config, pair)
+        self.budget = config.budget if config.budget != "auto" else self._auto_budget()
+        self._hooks: dict[str, list] = {}
+        self.costs = {"t_tgt_ms": float("nan"), "t_mid_ms": float("nan")}
+        self.round_idx = 0
+        self.replaying = False  # True while a round is replayed and not committed (oracle, collect)
+
+    @staticmethod
+    def _needs_mid(config: DecodeConfig) -> bool:
+        return config.schedule_name not in ("small", "0" * config.depth)
+
+    # ---- hooks ----------------------------------------------------------------------------------
+    @contextmanager
+    def hooks(self, hooks):
+        """Attach hooks for the duration of a `with` block: [(point, fn), ...] or {point: fn}."""
+        pairs = check_hooks(hooks)
+        for name, fn in pairs:
+            self._hooks.setdefault(name, []).append(fn)
+        try:
+            yield self
+        finally:
+            for name, fn in pairs:
+                self._hooks[name].remove(fn)
+                if not self._hooks[name]:
+                    del self._hooks[name]
+
+    def _emit(self, name: str, step: int = 0, tree: DraftTree | None = None, **data) -> None:
+        fns = self._hooks.get(name)
+        if fns:
+            ev = HookEvent(name, self.round_idx, step, tree, self, data)
+            for fn in fns:
+                fn(ev)
+
+    # ---- set-up ---------------------------------------------------------------------------------
+    def start(self, ids: list[int]) -> None:
+        """Prefill both models with the prompt (all but its last token, the first root)."""
+        cfg = self.config
+        self.ids = list(ids)
+        self.prompt_len = len(ids)
+        self.root = ids[-1]
+        self.small = NgramDrafter(cfg.ngram_max, cfg.ngram_min)
+        self.small.index.extend(ids)
+        self.target = TargetVerifier(self.pair.target)
+        self.target.prefill(ids[:-1])
+        self.mid = None
+        if self.pair.mid is not None and self._needs_mid(self.config):
+            self.mid = ModelDrafter(self.pair.mid)
+            self.mid.prefill(ids[:-1])
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
+        if self.costs["t_tgt_ms"] != self.costs["t_tgt_ms"]:  # NaN: not calibrated yet
+            self._calibrate()
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _timed(self, fn, *args):
+        self._sync()
+        t = time.perf_counter()
+        out = fn(*args)
+        self._sync()
+        return out, time.perf_counter() - t
+
+    def _calibrate(self) -> None:
+        """Measure one target verification and one mid call on dummy trees (the scheduler's costs)."""
+        chain = DraftTree.start(self.root)
+        for i in range(min(self.budget, 16)):
+            chain.add_child(i, self.root, 0.0, SMALL, 1)
+        kept = list(range(len(chain)))
+        _, t = self._timed(self.target.forward_tree, chain, kept)
+        self.target.rollback()
+        self.costs["t_tgt_ms"] = 1000 * t
+        if self.mid is not None:
+            _, t = self._timed(self.mid.score, chain, kept[: min(len(kept), self.config.width)])
+            self.mid.rollback()
+            self.costs["t_mid_ms"] = 1000 * t
+
+    def _auto_budget(self) -> int:
+        from treegraft_lab.budget import auto_budget
+
+        return auto_budget(self.pair, self.config)
+
+    # ---- one round --------------------------------------------------------------------------------
+    def _round(self, policy, commit: bool = True) -> tuple[RoundInfo, list[int]]:
+        """Draft D steps, prune, verify, accept. Returns (info, emitted tokens)."""
+        cfg, t0 = self.config, time.perf_counter()
+        self._emit("round.start", root=self.root, committed=len(self.ids))
+        tree = DraftTree.start(self.root)
+        last_new, expanded, history = [0], [], []
+        mid_s = 0.0
+        for k in range(1, cfg.depth + 1):
+            ctx = StepContext(k, cfg.depth, list(history), tree, last_new, expanded, self.prompt_len,
+                              self.costs["t_tgt_ms"], self.costs["t_mid_ms"], cfg.width, cfg.ngram_max)
+            call = self._when(policy, ctx)                                                # WHEN
+            self._emit("step.decide", k, tree, call_mid=call, ctx=ctx, policy=policy)
+            if call:
+                pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft)           # WHERE
+                fwd = graft.to_forward(tree, pool)
+                if fwd:
+                    _, t = self._timed(self.mid.score, tree, fwd)
+                    mid_s += t
+                frontier = graft.top_by_score(tree, pool, cfg.width)
+                proposals = self.mid.propose(tree, frontier, cfg.width)
+            else:
+                pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
+                proposals = self.small.propose(tree, frontier, cfg.width)
+            new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive)  # HOW
+            self._emit("step.expand", k, tree, call_mid=call, pool=pool, frontier=frontier, new=new,
+                       last_new=last_new, forwarded=fwd if call else [])
+            expanded, last_new = frontier, new
+            history.append(int(call))
+        kept = tree.prune(self.budget)                                                   # budget
+        self._emit("round.prune", cfg.depth, tree, kept=kept)
+        t1 = time.perf_counter()
+        logits, t_fwd = self._timed(self.target.forward_tree, tree, kept)                # verify
+        if cfg.greedy:
+            path, bonus = accept_greedy(tree, kept, logits)
+        else:
+            probs = warp(logits, cfg.temperature, cfg.top_k, cfg.top_p)
+            path, bonus = accept_sampling(tree, kept, probs, self.generator)
+        t2 = time.perf_counter()
+        self._emit("round.verify", cfg.depth, tree, kept=kept, logits=logits, path=path, bonus=bonus)
+        emitted = [tree.tokens[v] for v in path[1:]] + [bonus]
+        if commit:
+            self.target.commit(kept, path)
+            if self.mid is not None:
+                self.mid.commit(tree, path)
+            self.small.index.extend(emitted)
+            self.ids += emitted
+            self.root = bonus
+            self._update_costs(t_fwd, mid_s, sum(history))
+        else:
+            self.target.rollback()
+            if self.mid is not None:
+                self.mid.rollback()
+        t3 = time.perf_counter()
+        info = RoundInfo(len(path) - 1, "".join(map(str, history)), sum(history), sum(tree.alive), len(kept) - 1,
+                         t1 - t0, t2 - t1, t_fwd + mid_s, t3 - t0)
+        self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
+        return info, emitted
+
+    def _when(self, policy, ctx: StepContext) -> bool:
+        if self.mid is None:
+            return False
+        cap = self.config.call_budget
+        if cap is not None and ctx.mid_calls >= cap:
+            return False
+        return bool(policy.decide(ctx))
+
+    def _update_costs(self, t_verify: float, t_mid: float, calls: int) -> None:
+        a = 0.2  # exponential moving average of the measured per-call costs
+        self.costs["t_tgt_ms"] += a * (1000 * t_verify - self.costs["t_tgt_ms"])
+        if calls:
+            self.costs["t_mid_ms"] += a * (1000 * t_mid / calls - self.costs["t_mid_ms"])
+
+    def _oracle_round(self) -> tuple[RoundInfo, list[int]]:
+        """Replay every binary schedule from this state; commit the best by tokens per second."""
+        from treegraft_lab.schedule.policies import MaskPolicy
+
+        best = None
+        self.replaying = True
+        try:
+            for bits in itertools.product((0, 1), repeat=self.config.depth):
+                info, _ = self._round(MaskPolicy(bits), commit=False)
+                eta = (info.accepted + 1) / info.round_s
+                if best is None or eta > best[0]:
+                    best = (eta, bits)
+        finally:
+            self.replaying = False
+        return self._round(MaskPolicy(best[1]))
+
+    # ---- generation -------------------------------------------------------------------------------
+    def generate(self, prompt, max_new_tokens: int = 256) -> Generation:
+        """Decode `prompt` (a string, chat messages, or token ids) losslessly with TreeGraft."""
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise TreeGraftError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
+        ids = encode_prompt(self.tokenizer, prompt)
+        window = getattr(self.pair.target.config, "max_position_embeddings", None)
+        need = len(ids) + max_new_tokens + self.config.depth + 1
+        if window and need > window:
+            raise TreeGraftError(
+                f"the prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} and depth="
+                f"{self.config.depth} decoding needs {need} positions but the target's context window is "
+                f"{window}: shorten the prompt or lower max_new_tokens"
+            )
+        stop = eos_ids(self.tokenizer, self.pair.target)
+        t0 = time.perf_counter()
+        self.start(ids)
+        t_prefill = time.perf_counter() - t0
+        self._emit("run.start", prompt_ids=ids)
+        out: list[int] = []
+        rounds: list[RoundInfo] = []
+        oracle = self.config.schedule == "oracle"
+        while len(out) < max_new_tokens:
+            info, emitted = self._oracle_round() if oracle else self._round(self.policy)
+            rounds.append(info)
+            self.round_idx += 1
+            hit = next((i for i, t in enumerate(emitted) if t in stop), None)
+            out += emitted[: (hit + 1) if hit is not None else None]
+            if hit is not None:
+                break
+        out = out[:max_new_tokens]
+        wall = time.perf_counter() - t0
+        gen = Generation(out, self.tokenizer.decode(out, skip_special_tokens=True), rounds, self._stats(out, rounds, wall, t_prefill))
+        self._emit("run.end", prompt_ids=ids, generation=gen)
+        return gen
+
+    @staticmethod
+    def _stats(out: list[int], rounds: list[RoundInfo], wall: float, prefill: float) -> dict:
+        n = max(len(rounds), 1)
+        acc = sum(r.accepted for r in rounds)
+        round_s = sum(r.round_s for r in rounds)
+        fwd = sum(r.forward_s for r in rounds)
+        return {
+            "new_tokens": len(out),
+            "tokens_per_s": len(out) / wall if wall > 0 else 0.0,
+            "rounds": len(rounds),
+            "accepted_per_round": acc / n,
+            "tokens_per_round": (acc + len(rounds)) / n,
+            "mid_calls_per_round": sum(r.mid_calls for r in rounds) / n,
+            "draft_s": sum(r.draft_s for r in rounds),
+            "verify_s": sum(r.verify_s for r in rounds),
+            "forward_s": fwd,
+            "overhead_s": round_s - fwd,
+            "overhead_share": (round_s - fwd) / round_s if round_s > 0 else 0.0,
+            "prefill_s": prefill,
+            "wall_s": wall,
+        }

@@ -1,0 +1,192 @@
+"""The two drafters that grow one shared tree.
+
+NgramDrafter (small): context n-gram retrieval over prompt + generated text + the path to each
+frontier node, with an incremental index updated only with committed tokens.
+ModelDrafter (mid): a smaller causal LM that scores tree nodes with one forward per call (tree
+mask, its KV cache of the committed context and of this round's already-scored nodes reused).
+
+Score scale. The mid drafter's edge score is its probability q(token | path). The n-gram drafter
+has no probabilities, so it reports a calibrated guess on the same [0, 1] scale:
+    p = count(x) / total * n / (n + 1)
+for a continuation x seen `count` times after the longest matching n-gram (of `total` matches).
+A unique continuation after a 3-gram match scores 0.75, after a unigram 0.5. Path scores of both
+drafters are then sums of log-probabilities that pruning can compare.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from treegraft_lab import kv
+from treegraft_lab.tree import MID, DraftTree
+
+Proposal = tuple[int, int, float, int]  # (parent id, token, log p, n-gram size or 0)
+
+
+class NgramIndex:
+    """Maps every n-gram (n in [nmin, nmax]) of the committed text to counts of its next token."""
+
+    def __init__(self, nmax: int = 5, nmin: int = 1) -> None:
+        self.nmax, self.nmin = nmax, nmin
+        self.tokens: list[int] = []
+        self.table: dict[tuple[int, ...], dict[int, int]] = {}
+
+    def extend(self, tokens: list[int]) -> None:
+        """Append committed tokens: O(nmax) dictionary updates per token, never a rebuild."""
+        seq, table = self.tokens, self.table
+        for t in tokens:
+            i = len(seq)
+            for n in range(self.nmin, self.nmax + 1):
+                if i >= n:
+                    d = table.setdefault(tuple(seq[i - n : i]), {})
+                    d[t] = d.get(t, 0) + 1
+            seq.append(t)
+
+    def lookup(self, suffix: list[int]) -> tuple[int, dict[int, int] | None]:
+        """Longest n-gram ending `suffix` that occurred before: (n, {next token: count})."""
+        for n in range(min(self.nmax, len(suffix)), self.nmin - 1, -1):
+            hit = self.table.get(tuple(suffix[-n:]))
+            if hit:
+                return n, hit
+        return 0, None
+
+
+class NgramDrafter:
+    """The small drafter: proposes continuations of frontier nodes from the n-gram index."""
+
+    def __init__(self, nmax: int = 5, nmin: int = 1) -> None:
+        self.index = NgramIndex(nmax, nmin)
+
+    def propose(self, tree: DraftTree, frontier: list[int], width: int) -> list[Proposal]:
+        """Up to `width` proposals, the best by path score over all frontier nodes."""
+        tail = self.index.tokens[-self.index.nmax :]
+        out: list[tuple[float, Proposal]] = []
+        for f in frontier:
+            path = tree.path_tokens(f)[1:]  # the root is the last committed token, already in tail
+            n, hit = self.index.lookup((tail + path)[-self.index.nmax :])
+            if not hit:
+                continue
+            total = sum(hit.values())
+            conf = n / (n + 1)
+            for tok, cnt in sorted(hit.items(), key=lambda kv_: -kv_[1])[:width]:
+                lp = math.log(cnt / total * conf)
+                out.append((tree.score[f] + lp, (f, tok, lp, n)))
+        out.sort(key=lambda x: -x[0])
+        return [p for _, p in out[:width]]
+
+
+class ModelDrafter:
+    """The mid drafter: a causal LM sharing the target's tokenizer, with its own KV cache.
+
+    Cache layout: [committed tokens cached | pending committed tokens | this round's tree nodes].
+    Committed tokens that were never forwarded stay `pending` and are forwarded lazily, in front
+    of the tree, at the next call: rounds without a mid call cost the mid drafter nothing.
+    """
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.cache = kv.new_cache(model)
+        self.cached = 0  # committed tokens in the cache
+        self.pending: list[int] = []
+        self.begin_round()
+
+    def prefill(self, ids: list[int]) -> None:
+        kv.prefill(self.model, self.cache, ids)
+        self.cached = len(ids)
+
+    # ---- round state ---------------------------------------------------------------------------
+    def begin_round(self) -> None:
+        self.flushed = False  # pending forwarded in this round
+        self.slot: dict[int, int] = {}  # node id -> cache position
+        self.row: dict[int, int] = {}  # node id -> row of self.rows
+        self.rows: torch.Tensor | None = None  # log q(. | path to node), float32 [scored, vocab]
+
+    def rollback(self) -> None:
+        """Forget this round (replays): drop the round's cache entries, keep pending."""
+        kv.truncate(self.cache, self.cached)
+        self.begin_round()
+
+    def commit(self, tree: DraftTree, path: list[int]) -> None:
+        """Bring the cache in line with the accepted path (root first, bonus excluded)."""
+        if not self.flushed:
+            self.pending += [tree.tokens[v] for v in path]
+        else:
+            base = self.cached + len(self.pending)
+            cached_path = [v for v in path if v in self.slot]  # a prefix: P is ancestor-closed
+            kv.keep(self.cache, base, [self.slot[v] for v in cached_path])
+            self.cached = base + len(cached_path)
+            self.pending = [tree.tokens[v] for v in path[len(cached_path) :]]
+        self.begin_round()
+
+    # ---- scoring and proposing -----------------------------------------------------------------
+    def score(self, tree: DraftTree, nodes: list[int]) -> None:
+        """One forward over `nodes` (unscored, ancestor-closed with the scored ones).
+
+        Refreshes their edge scores with q(token | parent path), stores their rows, adds them to P.
+        """
+        nodes = sorted(nodes)
+        pend = [] if self.flushed else self.pending
+        past = kv.cache_len(self.cache)  # committed (+ flushed pending) + this round's scored nodes
+        tree_before = sorted(self.slot)
+        allnodes = tree_before + nodes
+        anc = tree.ancestor_matrix(allnodes)
+        q = len(pend) + len(nodes)
+        allowed = torch.zeros(q, past + q, dtype=torch.bool)
+        ctx = self.cached + len(self.pending)  # columns of committed tokens
+        allowed[:, : self.cached] = True
+        if pend:
+            allowed[: len(pend), past : past + len(pend)] = torch.ones(len(pend), len(pend), dtype=torch.bool).tril()
+            allowed[len(pend) :, past : past + len(pend)] = True
+        else:
+            allowed[:, self.cached : ctx] = True
+        # tree columns: previously forwarded nodes sit at their slots, new ones after `past + pend`
+        cols = torch.tensor([self.slot[v] for v in tree_before] + [past + len(pend) + i for i in range(len(nodes))], dtype=torch.long)
+        allowed[len(pend) :, cols] = anc[len(tree_before) :]
+        root_pos = self.cached + len(self.pending)
+        positions = torch.tensor(
+            [self.cached + i for i in range(len(pend))] + [root_pos + tree.depth[v] for v in nodes]
+        )
+        tokens = pend + [tree.tokens[v] for v in nodes]
+        logits = kv.masked_forward(self.model, self.cache, tokens, positions, allowed)
+        rows = torch.log_softmax(logits[len(pend) :], dim=-1)
+        for i, v in enumerate(nodes):
+            self.slot[v] = past + len(pend) + i
+        self.flushed = True
+        first = 0 if self.rows is None else self.rows.shape[0]
+        self.rows = rows if self.rows is None else torch.cat([self.rows, rows])
+        for i, v in enumerate(nodes):
+            self.row[v] = first + i
+        # refresh edge scores: q(token_v | path to parent), the parent's row is now known
+        par = [tree.parent[v] for v in nodes if v != 0]
+        if par:
+            kids = [v for v in nodes if v != 0]
+            lp = self.rows[[self.row[p] for p in par], [tree.tokens[v] for v in kids]].tolist()
+            for v, x in zip(kids, lp):
+                tree.logp[v] = x
+            tree.refresh_scores()
+        for v in nodes:
+            tree.mid_scored[v] = True
+
+    def propose(self, tree: DraftTree, frontier: list[int], width: int) -> list[Proposal]:
+        """The global top-`width` children of the frontier by path score (all frontier rows at once)."""
+        if not frontier:
+            return []
+        rows = self.rows[[self.row[f] for f in frontier]]
+        base = torch.tensor([tree.score[f] for f in frontier], dtype=rows.dtype, device=rows.device)
+        cand = (rows + base[:, None]).flatten()
+        k = min(width, cand.numel())
+        top = torch.topk(cand, k)
+        vocab = rows.shape[1]
+        idx = top.indices.tolist()
+        out = []
+        for i, total in zip(idx, top.values.tolist()):
+            f, tok = frontier[i // vocab], i % vocab
+            if math.isinf(total):
+                continue
+            out.append((f, tok, total - tree.score[f], 0))
+        return out
+
+
+__all__ = ["NgramIndex", "NgramDrafter", "ModelDrafter", "MID"]

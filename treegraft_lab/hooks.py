@@ -1,0 +1,259 @@
+"""Named hook points, scoped hooks, and recording of every round (TransformerLens-style).
+
+Hook points (a hook receives one HookEvent):
+  run.start      before the first round        data: prompt_ids
+  round.start    a round begins                data: root, committed
+  step.decide    the policy has decided        data: call_mid, ctx (StepContext), policy
+  step.expand    a draft step grew the tree    data: call_mid, pool, frontier, new, last_new, forwarded
+  round.prune    budget pruning is done        data: kept
+  round.verify   the target has verified       data: kept, logits, path, bonus
+  round.accept   tokens are committed          data: kept, path, bonus, info (RoundInfo), committed
+  run.end        generation finished           data: prompt_ids, generation
+
+`with decoder.hooks([("step.expand", fn)]):` attaches hooks for a scope only.
+`with treegraft_lab.record(decoder) as rec:` records every round; `rec.to_frame()` gives pandas
+tables, `rec.save(dir)` writes parquet, `treegraft_lab.load_run(dir)` reads it back.
+Without hooks the decoder pays one dictionary lookup per hook point.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from treegraft_lab.errors import TreeGraftError
+
+HOOK_POINTS = (
+    "run.start",
+    "round.start",
+    "step.decide",
+    "step.expand",
+    "round.prune",
+    "round.verify",
+    "round.accept",
+    "run.end",
+)
+
+
+@dataclass
+class HookEvent:
+    name: str
+    round: int
+    step: int
+    tree: Any
+    decoder: Any
+    data: dict
+
+
+def check_hooks(hooks) -> list[tuple[str, Any]]:
+    """Normalise hooks given as {point: fn} or [(point, fn)] and check the point names."""
+    pairs = list(hooks.items()) if isinstance(hooks, dict) else list(hooks)
+    for name, fn in pairs:
+        if name not in HOOK_POINTS:
+            raise TreeGraftError(f"unknown hook point {name!r}; the hook points are: {', '.join(HOOK_POINTS)}")
+        if not callable(fn):
+            raise TreeGraftError(f"the hook for {name!r} is not callable")
+    return pairs
+
+
+TABLES = ("runs", "rounds", "steps", "nodes", "tree")
+
+
+class Recorder:
+    """Collects rows for five tables while attached to a decoder.
+
+    runs:   one row per generate call (prompt, output text, config, stats)
+    rounds: one row per round (schedule, accepted, sizes, timings)
+    steps:  one row per draft step (decision, policy score, pool/frontier sizes, the 10 signals)
+    nodes:  the tree after every draft step, one row per live-or-dead node per step
+    tree:   the final tree of each round (kept by pruning, accepted, target's argmax)
+    """
+
+    def __init__(self, decoder, snapshots: bool = True) -> None:
+        self.decoder = decoder
+        self.snapshots = snapshots
+        self.rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+        self.run = -1
+        self.round_base = 0
+        self._prev_front: list[int] = []
+
+    def hooks(self) -> list[tuple[str, Any]]:
+        def skip_replays(fn):
+            def hook(ev: HookEvent) -> None:
+                if not getattr(ev.decoder, "replaying", False):  # oracle / collection replays
+                    fn(ev)
+
+            return hook
+
+        return [(n, skip_replays(getattr(self, "_on_" + n.replace(".", "_")))) for n in HOOK_POINTS]
+
+    # ---- handlers -----------------------------------------------------------------------------
+    def _on_run_start(self, ev: HookEvent) -> None:
+        self.run += 1
+        self.round_base = ev.round
+
+    def _key(self, ev: HookEvent) -> dict:
+        return {"run": self.run, "round": ev.round - self.round_base}
+
+    def _on_round_start(self, ev: HookEvent) -> None:
+        self._decision = {}
+
+    def _on_step_decide(self, ev: HookEvent) -> None:
+        ctx, policy = ev.data["ctx"], ev.data["policy"]
+        self._decision = {
+            "call_mid": bool(ev.data["call_mid"]),
+            "policy_score": float(getattr(policy, "last_score", math.nan)) if ev.data["call_mid"] is not None else math.nan,
+            "t_tgt_ms": ctx.t_tgt_ms,
+            "t_mid_ms": ctx.t_mid_ms,
+            **ctx.signals(),
+        }
+
+    def _on_step_expand(self, ev: HookEvent) -> None:
+        t, d = ev.tree, ev.data
+        front_depth = [t.depth[v] for v in d["last_new"]]
+        mean_prev = sum(front_depth) / len(front_depth) if front_depth else 0.0
+        fr = d["frontier"]
+        self.rows["steps"].append({
+            **self._key(ev),
+            "step": ev.step,
+            **self._decision,
+            "pool_size": len(d["pool"]),
+            "conventional_pool": len(d["last_new"]),
+            "frontier_size": len(fr),
+            "forwarded": len(d["forwarded"]),
+            "new_nodes": len(set(d["new"])),
+            "reselected_earlier": (sum(t.depth[v] < mean_prev for v in fr) / len(fr)) if fr and d["call_mid"] else math.nan,
+            "tree_size": sum(t.alive),
+        })
+        if self.snapshots:
+            pool, front, new = set(d["pool"]), set(fr), set(d["new"])
+            for v in range(len(t)):
+                self.rows["nodes"].append({
+                    **self._key(ev), "step": ev.step, **self._node(t, v),
+                    "in_pool": v in pool, "in_frontier": v in front, "new": v in new,
+                })
+
+    @staticmethod
+    def _node(t, v: int) -> dict:
+        from treegraft_lab.tree import CREATOR_NAMES
+
+        return {
+            "node": v, "parent": t.parent[v], "token": t.tokens[v], "depth": t.depth[v],
+            "logp": t.logp[v], "score": t.score[v], "creator": CREATOR_NAMES[t.creator[v]],
+            "drafted_by": CREATOR_NAMES[t.drafted_by[v]], "created_step": t.step[v],
+            "ngram_n": t.ngram_n[v], "mid_scored": t.mid_scored[v], "alive": t.alive[v],
+        }
+
+    def _on_round_prune(self, ev: HookEvent) -> None:
+        pass
+
+    def _on_round_verify(self, ev: HookEvent) -> None:
+        self._argmax = dict(zip(ev.data["kept"], ev.data["logits"].argmax(-1).tolist()))
+
+    def _on_round_accept(self, ev: HookEvent) -> None:
+        t, d, info = ev.tree, ev.data, ev.data["info"]
+        if not d["committed"]:
+            return  # replays (oracle, collection) are not part of the run
+        kept, path = set(d["kept"]), set(d["path"])
+        for v in range(len(t)):
+            self.rows["tree"].append({
+                **self._key(ev), **self._node(t, v), "kept": v in kept, "accepted": v in path,
+                "target_token": self._argmax.get(v, -1),
+            })
+        self.rows["rounds"].append({
+            **self._key(ev), "root_token": t.tokens[0], "bonus_token": d["bonus"],
+            "accepted": info.accepted, "schedule": info.schedule, "mid_calls": info.mid_calls,
+            "nodes": info.nodes, "kept": info.kept, "draft_ms": 1000 * info.draft_s,
+            "verify_ms": 1000 * info.verify_s, "forward_ms": 1000 * info.forward_s,
+            "round_ms": 1000 * info.round_s, "eta": (info.accepted + 1) / info.round_s,
+        })
+
+    def _on_run_end(self, ev: HookEvent) -> None:
+        gen, dec = ev.data["generation"], self.decoder
+        self.rows["runs"].append({
+            "run": self.run, "pair": getattr(dec.pair, "name", ""), "prompt_ids": list(ev.data["prompt_ids"]),
+            "output_ids": list(gen.token_ids), "prompt_text": dec.tokenizer.decode(ev.data["prompt_ids"]),
+            "output_text": gen.text, "config": json.dumps(dec.config.to_dict(), default=str),
+            **{f"stat_{k}": v for k, v in gen.stats.items()},
+        })
+
+    # ---- tables -----------------------------------------------------------------------------------
+    def to_frame(self) -> dict:
+        """The recorded tables as pandas DataFrames, with decoded token text on node rows."""
+        import pandas as pd
+
+        frames = {name: pd.DataFrame(rows) for name, rows in self.rows.items()}
+        tok, cache = self.decoder.tokenizer, {}
+
+        def text(i: int) -> str:
+            if i not in cache:
+                cache[i] = tok.decode([i]) if i >= 0 else ""
+            return cache[i]
+
+        for name, col in (("nodes", "token"), ("tree", "token"), ("tree", "target_token")):
+            f = frames[name]
+            if len(f):
+                f[col.replace("token", "text")] = [text(int(i)) for i in f[col]]
+        for name in ("rounds",):
+            f = frames[name]
+            if len(f):
+                f["root_text"] = [text(int(i)) for i in f["root_token"]]
+                f["bonus_text"] = [text(int(i)) for i in f["bonus_token"]]
+        return frames
+
+    def to_run(self) -> Run:
+        return Run(**self.to_frame())
+
+    def save(self, path) -> Path:
+        return self.to_run().save(path)
+
+
+@dataclass
+class Run:
+    """A recorded run: the five tables (see Recorder). Redraw any figure from it without a model."""
+
+    runs: Any = None
+    rounds: Any = None
+    steps: Any = None
+    nodes: Any = None
+    tree: Any = None
+    meta: dict = field(default_factory=dict)
+
+    def save(self, path) -> Path:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        for name in TABLES:
+            getattr(self, name).to_parquet(path / f"{name}.parquet", index=False)
+        (path / "meta.json").write_text(json.dumps({"format": "treegraft-run/1", **self.meta}, indent=1))
+        return path
+
+    def tree_at(self, round: int, step: int | None = None, run: int = 0):
+        """Node rows of one round: after draft step `step`, or the final pruned tree if None."""
+        if step is None:
+            f = self.tree
+            return f[(f["run"] == run) & (f["round"] == round)].reset_index(drop=True)
+        f = self.nodes
+        return f[(f["run"] == run) & (f["round"] == round) & (f["step"] == step)].reset_index(drop=True)
+
+
+@contextmanager
+def record(decoder, snapshots: bool = True):
+    """Record every round of every `generate` call made inside the block."""
+    rec = Recorder(decoder, snapshots=snapshots)
+    with decoder.hooks(rec.hooks()):
+        yield rec
+
+
+def load_run(path) -> Run:
+    """Read a run saved with `rec.save(path)`."""
+    import pandas as pd
+
+    path = Path(path)
+    if not (path / "meta.json").exists():
+        raise TreeGraftError(f"{path} is not a saved run (no meta.json): save one with rec.save(path)")
+    meta = json.loads((path / "meta.json").read_text())
+    return Run(**{n: pd.read_parquet(path / f"{n}.parquet") for n in TABLES}, meta=meta)

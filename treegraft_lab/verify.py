@@ -1,0 +1,125 @@
+"""The target's side of a round: one tree-attention forward, lossless acceptance, KV compaction.
+
+Greedy (temperature 0): walk from the root, moving to the child whose token is the target's
+argmax; the first argmax with no matching child is the bonus token.
+
+Sampling (temperature > 0): SpecInfer's multi-branch rule. The draft tree is a deterministic
+function of the context, so every child is a point-mass proposal q = delta(x): child x is
+accepted with probability min(1, p(x) / q(x)) = p(x); on rejection p becomes
+norm(max(0, p - q)), i.e. p with x zeroed and renormalised, and the next child is tried. If none
+is accepted the bonus token is sampled from what is left. Each emitted token is therefore
+distributed exactly as the target's (warped) distribution: the method is lossless.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from treegraft_lab import kv
+from treegraft_lab.tree import DraftTree
+
+
+def warp(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
+    """Probabilities after temperature, top-k and top-p (nucleus) filtering; rows of [n, V]."""
+    x = logits / temperature
+    if top_k and top_k < x.shape[-1]:
+        kth = torch.topk(x, top_k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    probs = torch.softmax(x, dim=-1)
+    if top_p < 1.0:
+        sp, si = torch.sort(probs, dim=-1, descending=True)
+        drop = sp.cumsum(-1) - sp > top_p  # keep the smallest prefix whose mass reaches top_p
+        sp = sp.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, si, sp)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+class TargetVerifier:
+    """Holds the target's KV cache: every committed token except the last (the next root)."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.cache = kv.new_cache(model)
+        self.cached = 0
+
+    def prefill(self, ids: list[int]) -> None:
+        kv.prefill(self.model, self.cache, ids)
+        self.cached = len(ids)
+
+    def forward_tree(self, tree: DraftTree, kept: list[int]) -> torch.Tensor:
+        """One forward of the kept nodes (root first): float32 logits [len(kept), vocab]."""
+        n = len(kept)
+        allowed = torch.ones(n, self.cached + n, dtype=torch.bool)
+        allowed[:, self.cached :] = tree.ancestor_matrix(kept)
+        positions = torch.tensor([self.cached + tree.depth[v] for v in kept])
+        return kv.masked_forward(self.model, self.cache, [tree.tokens[v] for v in kept], positions, allowed)
+
+    def rollback(self) -> None:
+        kv.truncate(self.cache, self.cached)
+
+    def commit(self, kept: list[int], path: list[int]) -> None:
+        """Keep exactly the accepted path's entries (root first) after the committed context."""
+        slot = {v: self.cached + i for i, v in enumerate(kept)}
+        kv.keep(self.cache, self.cached, [slot[v] for v in path])
+        self.cached += len(path)
+
+
+def kept_children(tree: DraftTree, kept: list[int]) -> dict[int, list[int]]:
+    """Children of each kept node among the kept nodes, best path score first."""
+    out: dict[int, list[int]] = {v: [] for v in kept}
+    for v in kept[1:]:
+        out[tree.parent[v]].append(v)
+    for kids in out.values():
+        kids.sort(key=lambda v: -tree.score[v])
+    return out
+
+
+def accept_greedy(tree: DraftTree, kept: list[int], logits: torch.Tensor) -> tuple[list[int], int]:
+    """Longest path whose every token is the target's argmax. Returns (path ids, bonus token)."""
+    best = logits.argmax(-1).tolist()
+    row = {v: i for i, v in enumerate(kept)}
+    kids = kept_children(tree, kept)
+    path, cur = [0], 0
+    while True:
+        nxt = next((c for c in kids[cur] if tree.tokens[c] == best[row[cur]]), None)
+        if nxt is None:
+            return path, best[row[cur]]
+        path.append(nxt)
+        cur = nxt
+
+
+def accept_sampling(
+    tree: DraftTree,
+    kept: list[int],
+    probs: torch.Tensor,
+    generator: torch.Generator,
+    *,
+    renormalise: bool = True,
+) -> tuple[list[int], int]:
+    """Multi-branch rejection sampling with point-mass proposals. Returns (path ids, bonus token).
+
+    `renormalise=False` breaks the rule on purpose (the residual keeps the rejected token's mass):
+    it exists only so that a test can show the statistical check detects a broken rule.
+    """
+    row = {v: i for i, v in enumerate(kept)}
+    kids = kept_children(tree, kept)
+    path, cur = [0], 0
+    while True:
+        p = probs[row[cur]].clone()
+        chosen = None
+        for c in kids[cur]:
+            x = tree.tokens[c]
+            if torch.rand((), generator=generator, device=p.device) < p[x]:
+                chosen = c
+                break
+            if renormalise:
+                p[x] = 0.0
+                mass = p.sum()
+                if mass <= 0:  # every token with mass was a rejected child: cannot happen exactly
+                    break
+                p = p / mass
+        if chosen is None:
+            return path, int(torch.multinomial(p, 1, generator=generator))
+        path.append(chosen)
+        cur = chosen
