@@ -299,3 +299,23 @@ class TreeGraftDecoder:
             "prefill_s": prefill,
             "wall_s": wall,
         }
+
+
+def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len: int | None = None):
+    """Run ONE round from the state "`context_ids` committed" with `config`; nothing else changes.
+
+    Returns (RoundInfo, Run) where the Run holds the recorded round (tables as in hooks.Recorder).
+    The schedule playground and the scheduler's analysis use it to compare settings on one state.
+    """
+    from treegraft_lab.hooks import record
+
+    dec = TreeGraftDecoder(pair, config)
+    with record(dec) as rec:
+        dec.start(list(context_ids))
+        if prompt_len is not None:
+            dec.prompt_len = prompt_len
+        dec._emit("run.start", prompt_ids=list(context_ids))
+        info, emitted = dec._oracle_round() if config.schedule == "oracle" else dec._round(dec.policy)
+        gen = Generation(emitted, dec.tokenizer.decode(emitted), [info], TreeGraftDecoder._stats(emitted, [info], info.round_s, 0.0))
+        dec._emit("run.end", prompt_ids=list(context_ids), generation=gen)
+    return info, rec.to_run()
