@@ -42,6 +42,12 @@ def make_tiny_model(folder: Path, arch: str, tokenizer=None, vocab_size: int | N
 
 
 @pytest.fixture(scope="session")
+def tiny_model():
+    """`make_tiny_model(folder, arch, tokenizer=None, vocab_size=None, seed=0) -> folder`."""
+    return make_tiny_model
+
+
+@pytest.fixture(scope="session")
 def smollm2_tokenizer(smollm2_dir):
     from transformers import AutoTokenizer
 

@@ -10,7 +10,6 @@ import time
 import pytest
 import torch
 
-from tests.conftest import make_tiny_model
 from treegraft_lab import models
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.models import (
@@ -72,10 +71,12 @@ def test_cuda_loads_with_device_map_auto_in_bf16():
     assert "device_map" not in load_kwargs(torch.device("cpu"), torch.float32)
 
 
-def test_mismatched_tokenizer_is_refused_naming_both(tmp_path, smollm2_tokenizer, tiny_llama_dir):
-    tok = smollm2_tokenizer.__class__.from_pretrained(tiny_llama_dir)
+def test_mismatched_tokenizer_is_refused_naming_both(tmp_path, tiny_model, tiny_llama_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
     tok.add_tokens(["<graft_a>", "<graft_b>"])
-    other = make_tiny_model(tmp_path / "other-vocab", "qwen3", tok)
+    other = tiny_model(tmp_path / "other-vocab", "qwen3", tok)
     with pytest.raises(TreeGraftError) as e:
         load_pair(target=tiny_llama_dir, mid=other, dtype="float32")
     msg = str(e.value)
@@ -105,8 +106,8 @@ def test_check_same_tokenizer_compares_map_and_special_ids():
         check_same_tokenizer(a, FakeTok({"a": 0, "b": 1}), "A", "B")
 
 
-def test_mid_without_tokenizer_must_cover_the_vocabulary(tmp_path, tiny_llama_dir):
-    small = make_tiny_model(tmp_path / "small-vocab", "llama", vocab_size=1000)
+def test_mid_without_tokenizer_must_cover_the_vocabulary(tmp_path, tiny_model, tiny_llama_dir):
+    small = tiny_model(tmp_path / "small-vocab", "llama", vocab_size=1000)
     with pytest.raises(TreeGraftError, match="vocab_size 1000 but the tokenizer has 49152"):
         load_pair(target=tiny_llama_dir, mid=small, dtype="float32")
 
