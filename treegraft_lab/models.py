@@ -312,7 +312,7 @@ def _pocket_drafter_loader(folder: Path) -> Any:
     """`treegraft_lab.zoo.drafter.load_drafter`, once the drafter folder and module exist."""
     missing = (
         f"the mid drafter of {DEFAULT_PAIR!r} is missing ({folder} {{}}); make it with "
-        "`treegraft-lab zoo distill`, or load the target alone with require_mid=False"
+        "`treegraft-lab zoo distill`"
     )
     if not folder.is_dir():
         raise TreeGraftError(missing.format("does not exist"))
@@ -353,7 +353,7 @@ def load_pair(
     m_spec = mid if mid is not None else m_spec
     if m_spec is None and require_mid:
         raise TreeGraftError(
-            "no mid drafter given; pass mid=... (or --mid), a pair name, "
+            "no mid drafter given; pass mid=... or a pair name, "
             "or require_mid=False to load the target alone"
         )
     dev = resolve_device(device)
@@ -371,7 +371,7 @@ def load_pair(
                 pocket_loader = _pocket_drafter_loader(POCKET_DRAFTER_DIR)
         except TreeGraftError as e:
             if require_mid:
-                raise
+                raise TreeGraftError(f"{e} (or load the target alone: require_mid=False)") from e
             warnings.warn(f"loading the target alone: {e}", stacklevel=2)
             m_path = None
 

@@ -21,20 +21,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(name: str):
-    """The pair; without its mid drafter (said so) when only the drafter is missing."""
+    """The pair; without its mid drafter, said so, when the mid cannot be found."""
+    import warnings
+
     from treegraft_lab.models import load_pair
 
-    try:
-        return load_pair(name)
-    except TreeGraftError as e:
-        print(f"note: {e}")
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pair = load_pair(name, require_mid=False)
-        print("note: continuing with the target alone")
-        return pair
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pair = load_pair(name, require_mid=False)
+    for w in caught:
+        if "loading the target alone" in str(w.message):
+            print(f"note: {w.message}")
+    return pair
 
 
 def _plain_generate(pair, prompt: str, max_new_tokens: int) -> tuple[str, int, float]:
