@@ -1,0 +1,147 @@
+"""Tree figures, the growth animation and the summary plots build from recorded runs and stay legible."""
+
+from __future__ import annotations
+
+import pytest
+
+from treegraft_lab.viz import stats
+from treegraft_lab.viz.tree import (
+    DRAFTER_LABELS,
+    FONT_SIZE,
+    MARGIN,
+    SIZE_MAX,
+    fit_label,
+    growth_animation,
+    label_width,
+    tidy_layout,
+    tree_figure,
+)
+from treegraft_lab.workbench import synthetic_run
+
+
+@pytest.fixture(scope="module")
+def run63():
+    """Three rounds at the paper's budget of 63 with generous trees (more nodes than the budget)."""
+    return synthetic_run(rounds=3, budget=63, seed=1)
+
+
+def label_boxes(fig):
+    """(row y, left px, right px, text) of every drawn label, from the figure's own ranges and size."""
+    xr, width = fig.layout.xaxis.range, fig.layout.width
+    px = (width - MARGIN["l"] - MARGIN["r"]) / (xr[1] - xr[0])
+    out = []
+    for tr in fig.data:
+        if tr.mode and "text" in tr.mode and tr.text is not None:
+            for x, y, t in zip(tr.x, tr.y, tr.text):
+                if t:
+                    c = (x - xr[0]) * px
+                    out.append((y, c - label_width(t) / 2, c + label_width(t) / 2, t))
+    return out
+
+
+def test_the_budget_63_tree_is_bigger_than_the_budget_and_prunes(run63):
+    t = run63.tree_at(0)
+    assert len(t) > 64 and int(t["kept"].sum()) == 64  # the root and 63 kept nodes
+
+
+@pytest.mark.parametrize("step", [None, 1, 3, 5])
+def test_labels_never_overlap_at_budget_63(run63, step):
+    for rd in range(3):
+        fig = tree_figure(run63, rd, step)
+        boxes = label_boxes(fig)
+        assert len(boxes) >= 0.3 * len(run63.tree_at(rd, step)), "most nodes should keep a label"
+        rows: dict = {}
+        for y, lo, hi, t in boxes:
+            rows.setdefault(y, []).append((lo, hi, t))
+        for labels in rows.values():
+            labels.sort()
+            for (_l1, h1, t1), (l2, _h2, t2) in zip(labels, labels[1:]):
+                assert h1 <= l2, f"labels {t1!r} and {t2!r} overlap in round {rd}"
+        # rows are far enough apart that a label under a node cannot reach the next row's markers
+        span = fig.layout.yaxis.range[1] - fig.layout.yaxis.range[0]
+        row_px = (fig.layout.height - MARGIN["t"] - MARGIN["b"]) / span
+        assert row_px >= SIZE_MAX + 1.5 * FONT_SIZE + SIZE_MAX / 2
+
+
+def test_tree_has_a_legend_for_every_drafter_and_hidden_axes(run63):
+    fig = tree_figure(run63, 0)
+    names = {tr.name for tr in fig.data if tr.showlegend is not False}
+    assert set(DRAFTER_LABELS.values()) <= names
+    assert {"accepted path", "pruned by the budget (faded)"} <= names
+    assert fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False
+
+
+def test_hover_text_tells_token_depth_scores_step_and_rescoring(run63):
+    fig = tree_figure(run63, 1, 5)
+    hover = " ".join(h for tr in fig.data if tr.hovertext for h in tr.hovertext)
+    for word in ("depth", "p =", "s =", "created at step", "mid-rescored"):
+        assert word in hover
+
+
+def test_accepted_path_and_pruned_nodes_are_marked(run63):
+    fig = tree_figure(run63, 1)
+    acc = next(tr for tr in fig.data if tr.name == "accepted path")
+    n_acc = int(run63.tree_at(1)["accepted"].sum()) - 1
+    assert sum(x is None for x in acc.x) == n_acc  # one segment per accepted edge
+    faded = [o for tr in fig.data if tr.marker and tr.marker.opacity is not None and not isinstance(tr.marker.opacity, float)
+             for o in tr.marker.opacity]
+    assert faded.count(0.22) == int((~run63.tree_at(1)["kept"]).sum())
+
+
+def test_dead_nodes_are_crossed_without_nd():
+    run = synthetic_run(rounds=1, budget=24, non_destructive=False, seed=3)
+    dead = int((~run.tree_at(0)["alive"]).sum())
+    assert dead > 0
+    fig = tree_figure(run, 0)
+    symbols = [s for tr in fig.data if tr.marker and isinstance(tr.marker.symbol, tuple) for s in tr.marker.symbol]
+    assert symbols.count("x") == dead
+
+
+def test_tidy_layout_centres_parents_over_their_children(run63):
+    rows = run63.tree_at(0)
+    pos = tidy_layout(rows)
+    leaves = sorted(pos[v][0] for v in rows["node"] if v not in set(rows["parent"]))
+    assert leaves == list(range(len(leaves)))  # leaves one unit apart
+    for v in rows["node"]:
+        kids = [pos[c][0] for c in rows["node"][rows["parent"] == v]]
+        if kids:
+            assert pos[v][0] == pytest.approx((min(kids) + max(kids)) / 2)
+            assert all(pos[c][1] == pos[v][1] - 1 for c in rows["node"][rows["parent"] == v])
+
+
+def test_fit_label_shortens_or_drops():
+    assert fit_label("hash", 1000) == "hash"
+    short = fit_label("collision", label_width("coll…") + 0.1)
+    assert short == "coll…"
+    assert fit_label("collision", 3) == ""
+
+
+def test_growth_animation_has_one_frame_per_step_then_verify(run63):
+    fig = growth_animation(run63, 0)
+    assert [f.name for f in fig.frames] == ["step 1", "step 2", "step 3", "step 4", "step 5", "verify"]
+    assert len({len(f.data) for f in fig.frames}) == 1  # every frame has the same traces
+    assert fig.layout.updatemenus[0].buttons[0].method == "animate"
+    assert len(fig.layout.sliders[0].steps) == 6
+
+
+def test_a_step_tree_differs_from_the_next(run63):
+    a, b = tree_figure(run63, 0, 1), tree_figure(run63, 0, 2)
+    assert sum(len(t.x) for t in a.data if t.x) < sum(len(t.x) for t in b.data if t.x)
+
+
+def test_summary_plots_have_labelled_axes(run63):
+    other = synthetic_run(rounds=3, schedule="11000", seed=2)
+    figs = [stats.acceptance_by_depth({"10101": run63, "11000": other}), stats.graft_depth_hist(run63),
+            stats.decisions_by_step({"10101": run63, "11000": other}),
+            stats.signal_heatmap(stats.signal_correlations(run63))]
+    for fig in figs:
+        for ax in fig.axes:
+            if ax.get_label() == "<colorbar>":
+                continue
+            assert ax.get_xlabel() and ax.get_ylabel(), fig
+
+
+def test_graft_depths_find_earlier_reselections(run63):
+    df = stats.graft_depths(run63)
+    assert set(df["step"]) <= {1, 3, 5} and len(df)
+    assert (df["offset"] < 0).any()

@@ -1,0 +1,88 @@
+"""The step-through viewer redraws in place from a recorded run; the playground replays a round start."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tiny import tiny_pair
+from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+from treegraft_lab.widgets import (
+    VERIFY,
+    SchedulePlayground,
+    StepThroughViewer,
+    output_html,
+    round_pieces,
+)
+from treegraft_lab.workbench import accepted_spans, round_context, synthetic_run
+
+PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=12))
+    with record(dec) as rec:
+        gen = dec.generate(PROMPT, max_new_tokens=20)
+    return pair, rec.to_run(), gen
+
+
+def test_round_context_is_the_prompt_plus_tokens_emitted_by_earlier_rounds(tiny):
+    pair, run, gen = tiny
+    assert round_context(run, 0) == PROMPT
+    acc = run.rounds["accepted"].tolist()
+    for rd in range(1, len(acc)):
+        n = sum(a + 1 for a in acc[:rd])
+        assert round_context(run, rd) == PROMPT + gen.token_ids[:n]
+    spans = accepted_spans(run)
+    assert spans[0][1] == 0 and spans[-1][2] == len(gen.token_ids)
+
+
+def test_round_pieces_rebuild_the_output_text_without_a_tokenizer(tiny):
+    _, run, gen = tiny
+    text = "".join(a + b for a, b in round_pieces(run))
+    assert text.startswith(run.runs.iloc[0]["output_text"].replace(" ", ""))  # the stub joins ids with spaces
+    assert 'class="tg-accepted"' in output_html(run, 1)
+
+
+def test_viewer_redraws_the_figure_in_place_when_the_step_moves():
+    run = synthetic_run(rounds=3)
+    v = StepThroughViewer(run)
+    fw = v.figure
+    n_points = sum(len(t.x) for t in fw.data if t.x)
+    v.step.value = 3
+    assert v.figure is fw and sum(len(t.x) for t in fw.data if t.x) > n_points
+    assert "after draft step 3" in fw.layout.title.text
+    v.step.value = VERIFY
+    assert "verified" in fw.layout.title.text
+    v.round.value = 2
+    assert v.step.value == 1 and "round 2" in fw.layout.title.text
+    assert "round 2" in v.info.value and "tg-accepted" in v.text.value
+    assert "tg-step-slider" in v.step._dom_classes
+
+
+def test_playground_replays_the_recorded_round_start(tiny):
+    pair, run, gen = tiny
+    pg = SchedulePlayground(pair, run, round=1)
+    assert pg.mask == run.rounds.iloc[1]["schedule"]
+    pg.toggles[1].value = True
+    pg.budget.value = 8
+    df = pg.replay()
+    names = list(df["setting"])
+    assert names[0] == "recorded (original run)" and "all-small" in names and "all-mid" in names
+    assert names[1].startswith("yours (11101")
+    assert (df["kept"].iloc[1:] <= 8).all()
+    assert len(pg.figure.data) > 0 and "verified" in pg.figure.layout.title.text
+    # greedy decoding is lossless: from the right start state, every replay emits the very tokens
+    # that followed it in the recorded output
+    start = len(round_context(run, 1)) - len(PROMPT)
+    for info, rrun in pg.results.values():
+        t = rrun.tree_at(0)
+        emitted = t[t["accepted"] & (t["parent"] >= 0)].sort_values("depth")["token"].tolist()
+        emitted.append(int(rrun.rounds.iloc[0]["bonus_token"]))
+        assert emitted == gen.token_ids[start : start + info.accepted + 1]
+
+
+def test_playground_without_a_pair_is_view_only():
+    pg = SchedulePlayground(None, synthetic_run(rounds=2), round=1)
+    assert pg.button.disabled and "No model pair" in pg.status.value

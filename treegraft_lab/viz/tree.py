@@ -1,0 +1,297 @@
+"""Plotly figures of one round's draft tree, drawn from a recorded Run (no model needed).
+
+`tree_figure(run, round, step)` draws the tree after draft step `step` (or, with step=None, the
+final tree: pruned to the budget and verified). `growth_animation(run, round)` plays the round
+one draft step per frame, then the verified tree.
+
+Visual encoding (every one of them is in the legend):
+- colour: who drafted the node: small (n-gram), mid (LM), or both (the mid drafter proposed a
+  token the small drafter had already put there);
+- size: path score s(v), scaled between the round's lowest and highest finite s;
+- faded: pruned by the verification budget (final tree only);
+- cross: dead, i.e. overwritten by a destructive (w/o ND) graft;
+- gold edges and rings: the accepted path (final tree only);
+- black ring: created at this step; diamond: the frontier this step expanded.
+Labels are short token texts in a monospace font, shown only where they fit between their
+neighbours (they are shortened with an ellipsis, or left to the hover text), so they never
+overlap. The hover text has the exact token, depth, p, s, the step that created the node and
+whether the mid drafter has scored it.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import unicodedata
+
+import networkx as nx
+import pandas as pd
+import plotly.graph_objects as go
+
+COLORS = {"root": "#4d4d4d", "small": "#2a7fdb", "mid": "#e8590c", "both": "#7b2cbf"}
+DRAFTER_LABELS = {"root": "root (last committed token)", "small": "small drafter (n-gram)",
+                  "mid": "mid drafter (LM)", "both": "both drafters"}
+ACCEPT_COLOR = "#f5b700"
+FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
+FONT_SIZE = 10
+CHAR_W = 0.62 * FONT_SIZE  # px per character of the monospace label font (DejaVu Sans Mono: 0.602 em)
+LEAF_PX, ROW_PX = 34, 78  # preferred px per leaf column and per depth row
+MARGIN = {"l": 10, "r": 250, "t": 48, "b": 10, "autoexpand": False}  # r: the legend
+SIZE_MIN, SIZE_MAX = 7, 20
+
+
+# ---------------------------------------------------------------------------- layout
+
+
+def tidy_layout(rows: pd.DataFrame) -> dict[int, tuple[float, float]]:
+    """Top-down tidy layout: leaves spaced one unit apart in depth-first order, parents centred.
+
+    Children are ordered by path score (best first), so the most likely branch runs down the left.
+    Returns node -> (x, y) with y = -depth.
+    """
+    g = nx.DiGraph()
+    score = dict(zip(rows["node"], rows["score"]))
+    g.add_nodes_from(rows["node"])
+    g.add_edges_from((p, v) for v, p in zip(rows["node"], rows["parent"]) if p >= 0)
+    pos: dict[int, tuple[float, float]] = {}
+    next_leaf = 0
+
+    def best_first(children):
+        return sorted(children, key=lambda c: (-score[c], c))
+
+    roots = sorted(v for v in g if g.in_degree(v) == 0)
+    for r in roots:
+        depth = nx.single_source_shortest_path_length(g, r)
+        for v in nx.dfs_postorder_nodes(g, r, sort_neighbors=best_first):
+            kids = [pos[u][0] for u in g.successors(v)]
+            if kids:
+                x = (min(kids) + max(kids)) / 2
+            else:
+                x, next_leaf = float(next_leaf), next_leaf + 1
+            pos[v] = (x, -float(depth[v]))
+    return pos
+
+
+def label_width(text: str) -> float:
+    """Rendered width in px of `text` in the label font (wide East Asian characters count twice)."""
+    return CHAR_W * sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def short_token(text: str) -> str:
+    """A visible one-line form of a token: newline as ↵, tab as →, an all-space token as ␣."""
+    t = text.replace("\n", "↵").replace("\t", "→").replace("\r", "")
+    return t.strip() or ("␣" * min(len(t), 3) if t else "∅")
+
+
+def fit_label(text: str, room_px: float) -> str:
+    """`text` shortened with an ellipsis to fit `room_px`, or "" when not even 2 characters fit."""
+    if label_width(text) <= room_px:
+        return text
+    out = ""
+    for c in text:
+        if label_width(out + c + "…") > room_px:
+            break
+        out += c
+    return out + "…" if len(out) >= 1 and label_width(out + "…") <= room_px else ""
+
+
+def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, pad: float = 4.0) -> dict[int, str]:
+    """Labels that cannot overlap: each gets at most the distance to its nearest same-row neighbour."""
+    out: dict[int, str] = {}
+    by_row: dict[float, list[tuple[float, int]]] = {}
+    for v in rows["node"]:
+        by_row.setdefault(pos[v][1], []).append((pos[v][0], v))
+    text = dict(zip(rows["node"], rows["text"]))
+    for xs in by_row.values():
+        xs.sort()
+        for i, (x, v) in enumerate(xs):
+            gaps = [abs(x - xs[j][0]) for j in (i - 1, i + 1) if 0 <= j < len(xs)]
+            room = (min(gaps) * px_per_x if gaps else 8 * LEAF_PX) - pad
+            out[v] = fit_label(short_token(str(text[v])), room)
+    return out
+
+
+# ---------------------------------------------------------------------------- figure pieces
+
+
+def _hover(r: pd.Series, final: bool) -> str:
+    p = math.exp(r["logp"]) if r["parent"] >= 0 else 1.0
+    s = r["score"]
+    lines = [
+        f"<b>{html.escape(repr(str(r['text'])))}</b>  (node {r['node']}, token {r['token']})",
+        f"depth {r['depth']} · p = {p:.3f} · s = {math.exp(s):.3g} (log {s:.2f})",
+        f"created at step {r['created_step']} by {r['creator']} · drafted by {r['drafted_by']}",
+        f"mid-rescored: {'yes' if r['mid_scored'] else 'no'}" + (f" · n-gram n = {r['ngram_n']}" if r["ngram_n"] else ""),
+    ]
+    if not r["alive"]:
+        lines.append("dead: overwritten by a destructive graft")
+    if final and r["parent"] >= 0:
+        lines.append(("kept" if r["kept"] else "pruned by the budget") + (" · ACCEPTED" if r["accepted"] else ""))
+    if final and r.get("target_text", "") != "" and r["kept"]:
+        lines.append(f"target's next token here: {html.escape(repr(str(r['target_text'])))}")
+    return "<br>".join(lines)
+
+
+def _sizes(rows: pd.DataFrame) -> list[float]:
+    s = rows["score"].where(rows["parent"] >= 0)
+    finite = s[s.map(lambda v: math.isfinite(v) and v > -1e30)]
+    lo, hi = (finite.min(), finite.max()) if len(finite) else (0.0, 0.0)
+    span = hi - lo if hi > lo else 1.0
+    return [SIZE_MAX if p < 0 else SIZE_MIN + (SIZE_MAX - SIZE_MIN) * (min(max(v, lo), hi) - lo) / span
+            if math.isfinite(v) else SIZE_MIN for v, p in zip(rows["score"], rows["parent"])]
+
+
+def _edges(rows: pd.DataFrame, pos: dict, mask: pd.Series, name: str, color: str, width: float,
+           dash: str = "solid", legend: bool = False) -> go.Scatter:
+    xs: list = []
+    ys: list = []
+    for v, p in zip(rows["node"][mask], rows["parent"][mask]):
+        if p >= 0 and p in pos:
+            xs += [pos[p][0], pos[v][0], None]
+            ys += [pos[p][1], pos[v][1], None]
+    return go.Scatter(x=xs, y=ys, mode="lines", name=name, hoverinfo="skip", showlegend=legend,
+                      line={"color": color, "width": width, "dash": dash})
+
+
+def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bool) -> list[go.Scatter]:
+    """The traces of one tree, always the same number and order (so animation frames line up)."""
+    rows = rows.copy()
+    for col, default in (("kept", True), ("accepted", False), ("in_frontier", False), ("new", False)):
+        if col not in rows:
+            rows[col] = default
+    rows["size"] = _sizes(rows)
+    rows["faded"] = ~rows["kept"].astype(bool) & (rows["parent"] >= 0) if final else False
+    live, acc = rows["alive"].astype(bool), rows["accepted"].astype(bool) & (rows["parent"] >= 0)
+    traces = [
+        _edges(rows, pos, live & ~rows["faded"] & ~acc, "edges", "#9aa5b1", 1.2),
+        _edges(rows, pos, live & rows["faded"], "pruned edges", "#dde2e7", 1.0),
+        _edges(rows, pos, ~live, "dead edges", "#c0c6cc", 1.0, dash="dot"),
+        _edges(rows, pos, acc, "accepted path", ACCEPT_COLOR, 5.0, legend=final),
+    ]
+    for who in ("root", "small", "mid", "both"):
+        sub = rows[rows["drafted_by"] == who]
+        new, front = sub["new"].astype(bool), sub["in_frontier"].astype(bool)
+        accepted = sub["accepted"].astype(bool)
+        traces.append(go.Scatter(
+            x=[pos[v][0] for v in sub["node"]], y=[pos[v][1] for v in sub["node"]],
+            mode="markers+text", name=DRAFTER_LABELS[who], showlegend=False,
+            text=[labels.get(v, "") for v in sub["node"]], textposition="bottom center",
+            textfont={"family": FONT, "size": FONT_SIZE, "color": "#222"},
+            hovertext=[_hover(r, final) for _, r in sub.iterrows()], hoverinfo="text",
+            marker={
+                "color": COLORS[who], "size": list(sub["size"]),
+                "opacity": [0.22 if f else 1.0 for f in sub["faded"]],
+                "symbol": ["x" if not a else "diamond" if f and not final else "circle"
+                           for a, f in zip(sub["alive"], front)],
+                "line": {"color": [ACCEPT_COLOR if a else "#111" if n else "white" for a, n in zip(accepted, new)],
+                         "width": [3 if a or n else 1 for a, n in zip(accepted, new)]},
+            },
+        ))
+    traces += _legend_keys(final)
+    return traces
+
+
+def _legend_keys(final: bool) -> list[go.Scatter]:
+    """Legend-only entries explaining the marks (invisible points at no position)."""
+    keys = [(DRAFTER_LABELS[w], {"color": c, "size": 11}, True) for w, c in COLORS.items()]
+    keys += [("pruned by the budget (faded)", {"color": "#999", "opacity": 0.25, "size": 11}, final),
+            ("dead: overwritten (w/o ND)", {"color": "#999", "symbol": "x", "size": 11}, True),
+            ("created at this step", {"color": "white", "size": 11, "line": {"color": "#111", "width": 3}}, not final),
+            ("frontier expanded at this step", {"color": "#999", "symbol": "diamond", "size": 11}, not final),
+            ("larger = higher path score s(v)", {"color": "#bbb", "size": 15}, True)]
+    return [go.Scatter(x=[None], y=[None], mode="markers", name=n, marker=m, showlegend=show, hoverinfo="skip")
+            for n, m, show in keys]
+
+
+# ---------------------------------------------------------------------------- public figures
+
+
+def _round_rows(run, round: int, step: int | None, run_id: int) -> pd.DataFrame:
+    rows = run.tree_at(round, step, run=run_id)
+    if rows.empty:
+        raise ValueError(f"run {run_id} has no recorded tree for round {round}" + (f", step {step}" if step else ""))
+    return rows
+
+
+def _canvas(pos: dict) -> tuple[int, int, float, list, list]:
+    xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
+    n_cols = max(xs) - min(xs) + 1
+    width = int(min(max(LEAF_PX * (n_cols + 1.4) + MARGIN["l"] + MARGIN["r"], 760), 1700))
+    height = int(ROW_PX * (max(-min(ys), 1) + 1) + MARGIN["t"] + MARGIN["b"] + 20)
+    xr = [min(xs) - 0.7, max(xs) + 0.7]
+    px_per_x = (width - MARGIN["l"] - MARGIN["r"]) / (xr[1] - xr[0])
+    yr = [min(ys) - 0.45, 0.3]
+    return width, height, px_per_x, xr, yr
+
+
+def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> str:
+    rd = run.rounds[(run.rounds["run"] == run_id) & (run.rounds["round"] == round)]
+    head = f"round {round}"
+    if step is not None:
+        st = run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round) & (run.steps["step"] == step)]
+        who = "mid" if len(st) and bool(st["call_mid"].iloc[0]) else "small"
+        head += f" · after draft step {step}/{depth_max} ({who} drafter)"
+    elif len(rd):
+        r = rd.iloc[0]
+        head += f" · verified: A = {r['accepted']} accepted (+1 bonus), kept {r['kept']} of {r['nodes']} nodes"
+    if len(rd):
+        head += f" · schedule {rd['schedule'].iloc[0]}"
+    return head
+
+
+def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stable: bool = True,
+                show_pruned: bool = True) -> go.Figure:
+    """The draft tree of `round` after draft `step` (None: the final pruned and verified tree).
+
+    stable: lay out every node the round ever created, so nodes keep their place from step to
+    step. show_pruned: draw nodes cut by the budget (faded) in the final tree.
+    """
+    final_rows = _round_rows(run, round, None, run_id)
+    rows = final_rows if step is None else _round_rows(run, round, step, run_id)
+    if step is None and not show_pruned:
+        rows = rows[rows["kept"].astype(bool)]
+    pos = tidy_layout(final_rows if stable and (show_pruned or step is not None) else rows)
+    width, height, px_per_x, xr, yr = _canvas(pos)
+    labels = fit_labels(rows, pos, px_per_x)
+    depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
+    fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
+    _style(fig, width, height, xr, yr, _title(run, round, step, run_id, depth_max))
+    return fig
+
+
+def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: str) -> None:
+    axis = {"visible": False, "showgrid": False, "zeroline": False, "fixedrange": False}
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "font": {"size": 14}}, width=width, height=height,
+        margin=MARGIN, plot_bgcolor="white", paper_bgcolor="white",
+        xaxis={**axis, "range": xr}, yaxis={**axis, "range": yr},
+        legend={"x": 1.01, "xanchor": "left", "y": 1.0, "font": {"size": 11}, "itemsizing": "constant"},
+        hoverlabel={"font": {"family": FONT, "size": 11}, "align": "left"},
+    )
+
+
+def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900) -> go.Figure:
+    """One frame per draft step of `round`, then the pruned and verified tree; play and slider."""
+    final_rows = _round_rows(run, round, None, run_id)
+    pos = tidy_layout(final_rows)
+    width, height, px_per_x, xr, yr = _canvas(pos)
+    steps = sorted(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].unique())
+    frames = []
+    for k in [*steps, None]:
+        rows = final_rows if k is None else _round_rows(run, round, int(k), run_id)
+        name = "verify" if k is None else f"step {k}"
+        title = _title(run, round, None if k is None else int(k), run_id, int(max(steps)))
+        frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x), final=k is None),
+                               layout={"title": {"text": title}}))
+    fig = go.Figure(data=frames[0].data, frames=frames)
+    _style(fig, width, height + 70, xr, yr, frames[0].layout.title.text)
+    anim = {"frame": {"duration": duration_ms, "redraw": True}, "transition": {"duration": 0}, "mode": "immediate"}
+    fig.update_layout(
+        margin={**MARGIN, "b": 80},
+        updatemenus=[{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left", "yanchor": "top",
+                      "buttons": [{"label": "▶ play", "method": "animate", "args": [None, {**anim, "fromcurrent": True}]},
+                                  {"label": "❚❚ pause", "method": "animate", "args": [[None], {**anim, "frame": {"duration": 0}}]}]}],
+        sliders=[{"active": 0, "x": 0.18, "y": -0.02, "len": 0.6, "yanchor": "top", "currentvalue": {"prefix": "showing: "},
+                  "steps": [{"label": f.name, "method": "animate", "args": [[f.name], anim]} for f in frames]}],
+    )
+    return fig

@@ -1,0 +1,283 @@
+"""Interactive views (ipywidgets) of recorded runs: a step-through viewer and a schedule playground.
+
+`StepThroughViewer(run)` needs only a recorded Run. `SchedulePlayground(pair, run, round)`
+replays one recorded round start under other settings, which needs the model pair.
+Both are ipywidgets boxes: put one last in a notebook cell (or `display(...)` it).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any
+
+import ipywidgets as W
+import pandas as pd
+import plotly.graph_objects as go
+
+from treegraft_lab.viz.tree import tree_figure
+
+VERIFY = 0  # the step slider's value for "after verification" (the final, pruned tree)
+
+
+def update_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
+    """Redraw `fw` in place with the traces and layout of `fig` (same trace structure)."""
+    with fw.batch_update():
+        if len(fw.data) != len(fig.data):
+            fw.data = []
+            fw.add_traces(list(fig.data))
+        else:
+            for old, new in zip(fw.data, fig.data):
+                old.update({k: v for k, v in new.to_plotly_json().items() if k != "type"})
+        lay = fig.layout
+        fw.layout.update(title=lay.title, width=lay.width, height=lay.height,
+                         xaxis={"range": lay.xaxis.range}, yaxis={"range": lay.yaxis.range})
+
+
+def round_pieces(run, run_id: int = 0) -> list[tuple[str, str]]:
+    """Per round, (accepted draft text, bonus token text), rebuilt from the recorded tables."""
+    tree, rounds = run.tree[run.tree["run"] == run_id], run.rounds[run.rounds["run"] == run_id]
+    out = []
+    for rd, bonus in zip(rounds["round"], rounds["bonus_text"]):
+        acc = tree[(tree["round"] == rd) & tree["accepted"] & (tree["parent"] >= 0)].sort_values("depth")
+        out.append(("".join(acc["text"]), str(bonus)))
+    return out
+
+
+def output_html(run, round: int, run_id: int = 0) -> str:
+    """The output with `round`'s accepted tokens marked (green) and its bonus token (blue)."""
+    parts = []
+    for rd, (acc, bonus) in enumerate(round_pieces(run, run_id)):
+        a, b = html.escape(acc), html.escape(bonus)
+        if rd < round:
+            parts.append(a + b)
+        elif rd == round:
+            parts.append(f'<mark class="tg-accepted" style="background:#c7f0c2" title="accepted draft tokens (A)">{a}</mark>'
+                         f'<mark class="tg-bonus" style="background:#cfe2ff" title="bonus token from the target">{b}</mark>')
+        else:
+            parts.append(f'<span style="color:#aaa">{a}{b}</span>')
+    prompt = str(run.runs[run.runs["run"] == run_id].iloc[0]["prompt_text"])
+    box = "white-space:pre-wrap;font-family:monospace;font-size:12px;padding:4px 8px;border:1px solid #ddd;border-radius:4px"
+    return (f'<details><summary><b>prompt</b> ({len(prompt)} characters)</summary>'
+            f'<div style="{box};max-height:9em;overflow:auto">{html.escape(prompt)}</div></details>'
+            f'<div><b>output</b> · <mark style="background:#c7f0c2">accepted in round {round}</mark> '
+            f'<mark style="background:#cfe2ff">bonus token</mark> <span style="color:#aaa">later rounds</span></div>'
+            f'<div style="{box}">{"".join(parts)}</div>')
+
+
+def _row(df: pd.DataFrame, **key) -> pd.Series | None:
+    m = pd.Series(True, index=df.index)
+    for k, v in key.items():
+        m &= df[k] == v
+    return df[m].iloc[0] if m.any() else None
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return "—" if math.isnan(v) else f"{v:.3g}"
+    return html.escape(str(v))
+
+
+def info_html(run, round: int, step: int, run_id: int = 0) -> str:
+    """A one-line summary of the round, and of the draft step when one is shown."""
+    r = _row(run.rounds, run=run_id, round=round)
+    text = (f"<b>round {round}</b>: schedule {r['schedule']} · A = {r['accepted']} (+1 bonus) · "
+            f"{r['mid_calls']} mid calls · {r['nodes']} nodes, {r['kept']} kept · draft {r['draft_ms']:.0f} ms · "
+            f"verify {r['verify_ms']:.0f} ms · eta {r['eta']:.2f} tokens/s") if r is not None else ""
+    s = _row(run.steps, run=run_id, round=round, step=step) if step != VERIFY else None
+    if s is not None:
+        who = "mid drafter (LM)" if s["call_mid"] else "small drafter (n-gram)"
+        text += (f"<br><b>step {step}</b>: {who} · candidate pool {s['pool_size']} (conventional N_k: "
+                 f"{s['conventional_pool']}) · frontier {s['frontier_size']} · reselected at an earlier depth "
+                 f"{_fmt(s['reselected_earlier'])} · tree {s['tree_size']} live nodes")
+    return f'<div style="font-size:13px">{text}</div>'
+
+
+class StepThroughViewer(W.VBox):
+    """Round and step sliders over a recorded run, the output text, and the draft tree in place.
+
+    The step slider goes through the draft steps of the round, then "verify": the final tree,
+    pruned to the budget, with the accepted path.
+    """
+
+    def __init__(self, run, run_id: int = 0, round: int = 0) -> None:
+        self.run = run
+        runs = run.runs["run"].tolist()
+        self.pick = W.Dropdown(options=[(self._run_label(r), r) for r in runs], value=run_id, description="run",
+                               layout={"width": "32em", "display": "" if len(runs) > 1 else "none"})
+        self.round = W.IntSlider(0, 0, 1, description="round", continuous_update=False)
+        self.round.add_class("tg-round-slider")
+        self.step = W.SelectionSlider(options=[("verify", VERIFY)], description="step", continuous_update=False)
+        self.step.add_class("tg-step-slider")
+        self.pruned = W.Checkbox(True, description="show pruned nodes", indent=False)
+        self.text, self.info = W.HTML(), W.HTML()
+        self._busy = True
+        self._set_run(run_id, round)
+        self.figure = go.FigureWidget(self._figure())
+        self._busy = False
+        for w in (self.pick, self.round, self.step, self.pruned):
+            w.observe(self._changed, "value")
+        self._changed()
+        super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned]), self.info, self.figure, self.text])
+
+    def _run_label(self, r: int) -> str:
+        row = _row(self.run.runs, run=r)
+        cat = row.get("category", "") if row is not None else ""
+        return f"{r}: {cat} · {str(row['output_text'])[:40]!r}" if row is not None else str(r)
+
+    def _set_run(self, run_id: int, round: int = 0) -> None:
+        rounds = sorted(self.run.rounds[self.run.rounds["run"] == run_id]["round"])
+        self.round.max = max(rounds[-1], 0) if rounds else 0
+        self.round.value = min(round, self.round.max)
+        self._set_steps()
+
+    def _set_steps(self) -> None:
+        st = self.run.steps
+        ks = sorted(st[(st["run"] == self.pick.value) & (st["round"] == self.round.value)]["step"])
+        self.step.options = [(f"{k} ({'mid' if self._mid(k) else 'small'})", int(k)) for k in ks] + [("verify", VERIFY)]
+        self.step.value = int(ks[0]) if ks else VERIFY
+
+    def _mid(self, k: int) -> bool:
+        s = _row(self.run.steps, run=self.pick.value, round=self.round.value, step=k)
+        return bool(s is not None and s["call_mid"])
+
+    def _figure(self) -> go.Figure:
+        step = None if self.step.value == VERIFY else int(self.step.value)
+        return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value)
+
+    def _changed(self, change: dict | None = None) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            owner = change["owner"] if change else None
+            if owner is self.pick:
+                self._set_run(self.pick.value)
+            elif owner is self.round:
+                self._set_steps()
+            update_figure(self.figure, self._figure())
+            self.text.value = output_html(self.run, self.round.value, self.pick.value)
+            self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value)
+        finally:
+            self._busy = False
+
+
+# ---------------------------------------------------------------------------- schedule playground
+
+
+def adaptive_status(pair) -> str | None:
+    """None when the adaptive scheduler can run for `pair`; otherwise why it cannot."""
+    try:
+        from treegraft_lab.config import DecodeConfig
+        from treegraft_lab.schedule.policies import make_policy
+
+        make_policy(DecodeConfig(schedule="adaptive"), pair)
+        return None
+    except Exception as e:  # noqa: BLE001 - any failure means "not available", with its reason
+        return f"{type(e).__name__}: {e}"
+
+
+class SchedulePlayground(W.VBox):
+    """Replay one recorded round start with your own schedule, EG/ND switches and budget.
+
+    "replay" runs the round from the same committed context under the chosen settings and under
+    all-small, all-mid and (when its artifact exists) the adaptive scheduler, and shows A, draft
+    and verify time and eta for each, with the tree of the setting picked below the table.
+    """
+
+    def __init__(self, pair, run, round: int = 0, run_id: int = 0) -> None:
+        from treegraft_lab.workbench import round_context
+
+        self.pair, self.run, self.round_idx, self.run_id = pair, run, round, run_id
+        row = _row(run.runs, run=run_id)
+        self.cfg = json.loads(row["config"]) if row is not None else {}
+        self.prompt_len = len(row["prompt_ids"])
+        self.context = round_context(run, round, run_id)
+        rec = _row(run.rounds, run=run_id, round=round)
+        depth = int(self.cfg.get("depth", 5))
+        bits = str(rec["schedule"]) if rec is not None else "0" * depth
+        self.toggles = [W.ToggleButton(value=b == "1", layout={"width": "7.5em"}) for b in bits.ljust(depth, "0")[:depth]]
+        for i, t in enumerate(self.toggles):
+            t.observe(lambda _c, i=i: self._label(i), "value")
+            self._label(i)
+        self.eg = W.Checkbox(bool(self.cfg.get("expanded_graft", True)), description="EG (expanded graft positions)", indent=False)
+        self.nd = W.Checkbox(bool(self.cfg.get("non_destructive", True)), description="ND (non-destructive grafting)", indent=False)
+        budget = self.cfg.get("budget", 63)
+        self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget")
+        self.button = W.Button(description="replay", button_style="primary", icon="play")
+        self.button.on_click(lambda _b: self.replay())
+        self.table, self.status = W.HTML(), W.HTML()
+        self.show = W.Dropdown(options=[], description="tree of")
+        self.show.observe(lambda _c: self._draw(), "value")
+        self.figure = go.FigureWidget()
+        self.results: dict[str, tuple[Any, Any]] = {}
+        self.status.value = (f"round {round} of run {run_id}: starts after {len(self.context)} committed tokens "
+                             f"({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay.")
+        if pair is None:
+            self.button.disabled = True
+            self.status.value += " <b>No model pair given: replay is off.</b>"
+        super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]), W.HBox([self.eg, self.nd, self.budget]),
+                          self.button, self.table, self.show, self.figure])
+
+    def _label(self, i: int) -> None:
+        t = self.toggles[i]
+        t.description = f"{i + 1}: {'mid' if t.value else 'small'}"
+        t.button_style = "warning" if t.value else "info"
+
+    @property
+    def mask(self) -> str:
+        return "".join("1" if t.value else "0" for t in self.toggles)
+
+    def settings(self) -> dict[str, Any]:
+        """Name -> DecodeConfig of every setting a replay runs (adaptive only when available)."""
+        from treegraft_lab.config import DecodeConfig
+
+        base = {k: self.cfg[k] for k in ("depth", "width", "ngram_max", "ngram_min", "temperature") if k in self.cfg}
+        base["budget"] = int(self.budget.value)
+        out = {f"yours ({self.mask}{'' if self.eg.value else ', w/o EG'}{'' if self.nd.value else ', w/o ND'})":
+               DecodeConfig(**base, schedule=self.mask, expanded_graft=self.eg.value, non_destructive=self.nd.value),
+               "all-small": DecodeConfig(**base, schedule="small"),
+               "all-mid": DecodeConfig(**base, schedule="mid")}
+        if adaptive_status(self.pair) is None:
+            out["adaptive"] = DecodeConfig(**base, schedule="adaptive")
+        return out
+
+    def replay(self) -> pd.DataFrame:
+        """Replay the round under every setting; return (and show) the comparison table."""
+        from treegraft_lab.decoder import replay_round
+
+        self.button.disabled = True
+        self.results = {}
+        try:
+            for name, cfg in self.settings().items():
+                self.status.value = f"replaying: {html.escape(name)} ..."
+                self.results[name] = replay_round(self.pair, self.context, cfg, prompt_len=self.prompt_len)
+        finally:
+            self.button.disabled = self.pair is None
+        why = adaptive_status(self.pair)
+        self.status.value = "done." + (f" Adaptive not shown: {html.escape(why[:200])}" if why else "")
+        df = self.table_frame()
+        self.table.value = df.to_html(index=False, float_format=lambda v: f"{v:.3g}", border=0)
+        self.show.options = list(self.results)
+        self.show.value = next(iter(self.results))
+        self._draw()
+        return df
+
+    def table_frame(self) -> pd.DataFrame:
+        """One row per replayed setting (and the recorded round for reference)."""
+        rows = []
+        rec = _row(self.run.rounds, run=self.run_id, round=self.round_idx)
+        if rec is not None:
+            rows.append({"setting": "recorded (original run)", "schedule": rec["schedule"], "A": rec["accepted"],
+                         "mid calls": rec["mid_calls"], "nodes": rec["nodes"], "kept": rec["kept"],
+                         "draft ms": rec["draft_ms"], "verify ms": rec["verify_ms"], "eta tok/s": rec["eta"]})
+        for name, (info, _run) in self.results.items():
+            rows.append({"setting": name, "schedule": info.schedule, "A": info.accepted, "mid calls": info.mid_calls,
+                         "nodes": info.nodes, "kept": info.kept, "draft ms": 1000 * info.draft_s,
+                         "verify ms": 1000 * info.verify_s, "eta tok/s": (info.accepted + 1) / info.round_s})
+        return pd.DataFrame(rows)
+
+    def _draw(self) -> None:
+        if self.show.value in self.results:
+            update_figure(self.figure, tree_figure(self.results[self.show.value][1], 0))
