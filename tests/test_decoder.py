@@ -1,0 +1,128 @@
+"""The decoder is lossless, keeps its KV caches right, and refuses bad input clearly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.tiny import tiny_pair
+from treegraft_lab import kv
+from treegraft_lab.baselines import CascadeDecoder, autoregressive
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.errors import TreeGraftError
+
+PROMPTS = [
+    [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7],  # repetitive: the n-gram drafter finds matches
+    [1, 2, 3, 4, 10, 11, 12, 13, 14, 40, 41, 3, 4, 10],
+    list(range(20, 50)),
+]
+SETTINGS = [
+    dict(schedule="small"),
+    dict(schedule="mid"),
+    dict(schedule="10101"),
+    dict(schedule="01010", budget=6),
+    dict(schedule="10101", expanded_graft=False),
+    dict(schedule="10101", non_destructive=False),
+    dict(schedule="mid", width=3, budget=4, depth=3),
+]
+
+
+def hf_greedy(model, ids, n):
+    out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, min_new_tokens=n)
+    return out[0, len(ids):].tolist()
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_every_schedule_matches_plain_greedy_decoding(arch):
+    pair = tiny_pair(arch, vocab=64, scale=4.0)
+    for ids in PROMPTS[:2] if arch == "qwen3" else PROMPTS:
+        ref = hf_greedy(pair.target, ids, 24)
+        assert autoregressive(pair, ids, max_new_tokens=24).token_ids == ref
+        for s in SETTINGS:
+            g = TreeGraftDecoder(pair, DecodeConfig(**s)).generate(ids, max_new_tokens=24)
+            assert g.token_ids == ref, (s, ids)
+        assert CascadeDecoder(pair, DecodeConfig()).generate(ids, max_new_tokens=24).token_ids == ref
+
+
+def test_target_acting_as_its_own_drafter_accepts_every_draft_token():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    pair.mid = pair.target
+    g = TreeGraftDecoder(pair, DecodeConfig(schedule="mid", depth=4, width=1)).generate(PROMPTS[2], max_new_tokens=20)
+    assert g.stats["accepted_per_round"] == 4.0
+    assert g.stats["tokens_per_round"] == 5.0
+
+
+def test_kv_caches_hold_exactly_the_committed_context():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=8))
+    dec.generate(PROMPTS[0], max_new_tokens=17)
+    ids = dec.ids
+    fresh = kv.new_cache(pair.target)
+    kv.prefill(pair.target, fresh, ids[:-1])
+    assert kv.cache_len(dec.target.cache) == len(ids) - 1
+    for a, b in zip(dec.target.cache.layers, fresh.layers):
+        torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-4)
+    mid = dec.mid
+    assert mid.cached + len(mid.pending) == len(ids) - 1
+    assert ids[mid.cached: len(ids) - 1] == mid.pending
+    fresh = kv.new_cache(pair.mid)
+    kv.prefill(pair.mid, fresh, ids[: mid.cached])
+    for a, b in zip(mid.cache.layers, fresh.layers):
+        torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
+
+
+def test_generation_stops_at_eos_and_drops_tokens_after_it():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    ref = hf_greedy(pair.target, PROMPTS[0], 24)
+    eos = ref[5]
+    pair.target.generation_config.eos_token_id = eos
+    g = TreeGraftDecoder(pair, DecodeConfig(schedule="mid")).generate(PROMPTS[0], max_new_tokens=24)
+    assert g.token_ids == ref[: ref.index(eos) + 1]
+
+
+def test_replayed_rounds_leave_no_trace():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    ref = hf_greedy(pair.target, PROMPTS[1], 16)
+    g = TreeGraftDecoder(pair, DecodeConfig(schedule="oracle", depth=3, budget=6)).generate(PROMPTS[1], max_new_tokens=16)
+    assert g.token_ids == ref
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(budget=0), "budget"),
+        (dict(depth=0), "depth"),
+        (dict(width=0), "width"),
+        (dict(schedule="1010"), "depth=5"),
+        (dict(schedule="10201"), "mask"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(ngram_max=0), "n-gram"),
+    ],
+)
+def test_bad_config_gets_a_clear_error(kwargs, words):
+    with pytest.raises(TreeGraftError, match=words):
+        DecodeConfig(**kwargs)
+
+
+def test_bad_prompts_get_a_clear_error_and_change_nothing():
+    pair = tiny_pair("llama", vocab=64, window=64)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))
+    with pytest.raises(TreeGraftError, match="empty"):
+        dec.generate([], max_new_tokens=4)
+    with pytest.raises(TreeGraftError, match="context window"):
+        dec.generate(list(range(60)), max_new_tokens=8)
+    with pytest.raises(TreeGraftError, match="outside the vocabulary"):
+        dec.generate([1, 2, 999], max_new_tokens=4)
+    with pytest.raises(TreeGraftError, match="max_new_tokens"):
+        dec.generate([1, 2], max_new_tokens=0)
+    assert dec.round_idx == 0
+
+
+def test_a_mid_schedule_without_a_mid_model_is_refused():
+    pair = tiny_pair("llama")
+    pair.mid = None
+    with pytest.raises(TreeGraftError, match="mid drafter"):
+        TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))
+    TreeGraftDecoder(pair, DecodeConfig(schedule="small")).generate([1, 2, 3], max_new_tokens=3)

@@ -1,0 +1,74 @@
+"""Hook points are named and scoped; recording captures every round and round-trips via parquet."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tiny import tiny_pair
+from treegraft_lab import hooks as hooks_module
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.hooks import HOOK_POINTS, load_run, record
+
+PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair("llama", vocab=64, scale=4.0)
+
+
+def test_hooks_fire_in_order_and_detach_after_the_block(pair):
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", depth=5))
+    seen = []
+    with dec.hooks([(name, lambda ev: seen.append((ev.name, ev.step))) for name in HOOK_POINTS]):
+        dec.generate(PROMPT, max_new_tokens=4)
+    assert seen[0] == ("run.start", 0) and seen[-1][0] == "run.end"
+    first_round = [n for n, _ in seen[1:14]]
+    assert first_round == ["round.start"] + ["step.decide", "step.expand"] * 5 + ["round.prune", "round.verify"]
+    assert dec._hooks == {}
+    n = len(seen)
+    dec.generate(PROMPT, max_new_tokens=4)
+    assert len(seen) == n
+
+
+def test_without_hooks_no_event_is_even_built(pair, monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("an event was built with no hook attached")
+
+    monkeypatch.setattr("treegraft_lab.decoder.HookEvent", boom)
+    TreeGraftDecoder(pair, DecodeConfig(schedule="10101")).generate(PROMPT, max_new_tokens=6)
+
+
+def test_an_unknown_hook_point_is_refused_with_the_list(pair):
+    dec = TreeGraftDecoder(pair, DecodeConfig())
+    with pytest.raises(TreeGraftError, match="step.expand"):
+        with dec.hooks({"step.grow": print}):
+            pass
+
+
+def test_a_recorded_run_round_trips_through_parquet(pair, tmp_path):
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=10))
+    with record(dec) as rec:
+        g = dec.generate(PROMPT, max_new_tokens=12)
+    frames = rec.to_frame()
+    assert set(frames) == set(hooks_module.TABLES)
+    rounds, steps, nodes, tree = frames["rounds"], frames["steps"], frames["nodes"], frames["tree"]
+    assert len(rounds) == g.stats["rounds"] and len(steps) == 5 * len(rounds)
+    assert list(steps["call_mid"][:5]) == [True, False, True, False, True]
+    assert (tree.groupby("round")["accepted"].sum() - 1).tolist() == rounds["accepted"].tolist()
+    assert (tree.groupby("round")["kept"].sum() - 1 <= 10).all()
+    # every snapshot after step k holds exactly the nodes created up to step k
+    for (r, k), snap in nodes.groupby(["round", "step"]):
+        assert (snap["created_step"] <= k).all()
+        assert len(snap) == len(tree[(tree["round"] == r) & (tree["created_step"] <= k)])
+    run = load_run(rec.save(tmp_path / "run"))
+    assert run.runs["output_ids"][0].tolist() == g.token_ids
+    assert run.tree_at(0, 3).equals(rec.to_run().tree_at(0, 3))
+    assert len(run.tree_at(1)) > 0
+
+
+def test_loading_something_that_is_not_a_run_says_so(tmp_path):
+    with pytest.raises(TreeGraftError, match="not a saved run"):
+        load_run(tmp_path)
