@@ -1,0 +1,303 @@
+"""The scheduler: signals, collection replays, margin labels, the 3,265-parameter student, artifacts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from tests.tiny import tiny_model, tiny_pair
+from treegraft_lab import cli
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.schedule import artifact
+from treegraft_lab.schedule.adaptive import AdaptivePolicy
+from treegraft_lab.schedule.collect import (
+    CostProfile,
+    apply_costs,
+    replay_all,
+    robust_line,
+    state_rows,
+)
+from treegraft_lab.schedule.distill import (
+    canonical_states,
+    fit_student,
+    margin_labels,
+    n_params,
+    replay_policy,
+    student_net,
+)
+from treegraft_lab.schedule.policies import MaskPolicy, StepContext
+from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
+from treegraft_lab.schedule.value import group_folds, input_names, student_inputs
+from treegraft_lab.tree import SMALL, DraftTree
+
+L5, L25 = math.log(0.5), math.log(0.25)
+
+
+# ---------------------------------------------------------------------------- signals
+def hand_tree() -> DraftTree:
+    """root -> a (0.5), b (0.25); a -> c (0.5, 3-gram), d (0.5, 2-gram). Two small steps done."""
+    t = DraftTree.start(7)
+    t.add_child(0, 11, L5, SMALL, 1, 1)  # 1: a
+    t.add_child(0, 12, L25, SMALL, 1, 1)  # 2: b
+    t.add_child(1, 13, L5, SMALL, 2, 3)  # 3: c
+    t.add_child(1, 14, L5, SMALL, 2, 2)  # 4: d
+    return t
+
+
+def test_signals_on_a_hand_built_tree():
+    s = compute_signals(hand_tree(), frontier=[3, 4], expanded_last=[1, 2], width=2, ngram_max=5)
+    # would-be reselection: top-2 unscored by path score = root (0) and a (-0.69)
+    assert s == pytest.approx({
+        "mean_frontier_depth": 2.0, "frontier_leaf_ratio": 0.5, "collapse_debt": 1.5, "past_depth_ratio": 1.0,
+        "reselect_overlap": 0.0, "mean_path_score": L5 / 2, "frontier_size": 1.0, "log_tree_size": math.log(6),
+        "score_spread": -L5, "ngram_match": 0.5,
+    })
+
+
+def test_signals_after_the_mid_drafter_scored_part_of_the_tree():
+    t = hand_tree()
+    t.mid_scored[0] = t.mid_scored[1] = True  # pool = b, c, d, all at log 0.25: b (shallower), then c
+    s = compute_signals(t, frontier=[3, 4], expanded_last=[1, 2], width=2, ngram_max=5)
+    assert s["collapse_debt"] == pytest.approx(0.5)
+    assert s["past_depth_ratio"] == pytest.approx(0.5)
+    assert s["reselect_overlap"] == pytest.approx(0.5)
+    assert s["mean_path_score"] == pytest.approx(L25)
+    assert s["score_spread"] == pytest.approx(0.0)
+
+
+def test_signals_ignore_dead_nodes_and_absent_scores():
+    t = hand_tree()
+    t.kill_subtree(1)  # a, c, d dead
+    t.logp[2] = -3e38  # an out-of-sub-vocabulary score: not finite for the signals
+    t.refresh_scores()
+    s = compute_signals(t, frontier=[3, 4], expanded_last=[1, 2], width=2, ngram_max=5)
+    assert s["frontier_size"] == 0.0 and s["ngram_match"] == 0.0 and s["mean_frontier_depth"] == 0.0
+    assert s["log_tree_size"] == pytest.approx(math.log(3))
+    assert s["mean_path_score"] == 0.0  # only the root's score is finite
+    assert all(math.isfinite(v) for v in s.values())
+
+
+# ---------------------------------------------------------------------------- collection
+def noisy_pair():
+    """Target and a slightly perturbed copy as the mid drafter: acceptance varies by schedule."""
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    pair.mid = tiny_model("llama", 64, layers=2, seed=0, scale=4.0)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for p in pair.mid.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    return pair
+
+
+def test_the_prefix_sharing_replay_matches_every_decoder_round():
+    pair = noisy_pair()
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid"))
+    dec.start([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6])
+    states, leaves, calls = replay_all(dec)
+    assert len(states) == 31 and len(leaves) == 32 and len(calls) == 62 + 32
+    by = {lf["schedule"]: lf for lf in leaves}
+    for bits in itertools.product((0, 1), repeat=5):
+        info, _ = dec._round(MaskPolicy(bits), commit=False)
+        lf = by["".join(map(str, bits))]
+        assert (info.accepted, info.nodes, info.kept + 1) == (lf["accepted"], lf["nodes"], lf["kept"])
+        assert lf["n_mid"] == sum(bits) and lf["n_small"] == 5 - sum(bits)
+    assert len({lf["accepted"] for lf in leaves}) > 1
+    rows = state_rows(states, leaves, {"qid": "q"})
+    assert len(rows) == 160
+    assert all(r["a"] == int(r["schedule"][r["k"] - 1]) and r["schedule"].startswith(r["prefix"]) for r in rows)
+
+
+def test_cost_profile_fit_ignores_spikes_and_times_rows():
+    rng = np.random.default_rng(0)
+    x = rng.integers(5, 60, 200).astype(float)
+    y = 3.0 + 0.5 * x + rng.normal(0, 0.05, 200)
+    y[:10] += 500  # contention spikes
+    a, b = robust_line(x, y)
+    assert a == pytest.approx(3.0, abs=0.1) and b == pytest.approx(0.5, abs=0.01)
+    assert robust_line(np.full(9, 64.0), np.arange(9.0)) == (4.0, 0.0)
+    prof = CostProfile(small=(1, 0.1), mid=(10, 1), verify=(20, 0.5), mid_ref=10, verify_ref=64)
+    df = apply_costs(pd.DataFrame({"n_small": [2], "small_nodes": [10], "n_mid": [3], "mid_tokens": [40], "kept": [64]}), prof)
+    assert df["t_draft_ms"][0] == pytest.approx(2 + 1 + 30 + 40) and df["t_verify_ms"][0] == pytest.approx(52)
+    assert (df["t_tgt_ms"][0], df["t_mid_ms"][0]) == (52, 20)
+
+
+def test_collect_end_to_end_writes_parquet(tmp_path, tiny_llama_dir, tiny_qwen3_dir):
+    out = tmp_path / "traj"
+    args = ["collect", "--target", str(tiny_llama_dir), "--mid", str(tiny_qwen3_dir), "--limit", "1", "--states", "1",
+            "--max-new", "6", "--out", str(out), "--quiet", "--device", "cpu", "--dtype", "float32"]
+    assert cli.main(args) == 0
+    assert cli.main(["collect", "--merge", "--out", str(out)]) == 0
+    df = pd.read_parquet(out / "trajectories.parquet")
+    assert len(df) == 160 and df["state"].nunique() == 1
+    assert {f"sig_{s}" for s in SIGNALS} <= set(df.columns)
+    assert {"a", "accepted", "t_draft_ms", "t_verify_ms", "meas_draft_ms", "t_tgt_ms", "t_mid_ms", "prompt_len"} <= set(df.columns)
+    assert (df["t_verify_ms"] > 0).all() and (df["t_draft_ms"] > 0).all()
+    prof = json.loads((out / "costs.json").read_text())
+    assert prof["format"] == "treegraft-costs/1"
+    assert cli.main(["collect", "--shard", "3/2", "--out", str(out)]) == 2  # a clear error, nothing loaded
+
+
+# ---------------------------------------------------------------------------- labels and student
+def toy_states(D: int = 3) -> pd.DataFrame:
+    """Every prefix at every step for two round starts: signal x = 0 (mid useless) and x = 1."""
+    rows = []
+    for x in (0.0, 1.0):
+        for k in range(1, D + 1):
+            for pre in itertools.product((0, 1), repeat=k - 1):
+                bits = list(pre) + [0] * (D - k + 1)
+                rows.append({"state": f"x{x}", "k": k, "prefix": "".join(map(str, pre)), "D": D, "prompt_len": 10,
+                             "t_tgt_ms": 10.0, "t_mid_ms": 3.0, "sig_ngram_match": x,
+                             **{f"s{j + 1}": b for j, b in enumerate(bits)}})
+    return pd.DataFrame(rows)
+
+
+def toy_eta(x: float, bits) -> float:
+    """A = 1 + x * sum_j j * s_j (later mid calls help more), t = 10 + 3 * calls."""
+    return (1 + x * sum((j + 1) * b for j, b in enumerate(bits))) / (10 + 3 * sum(bits))
+
+
+def test_margin_labels_on_a_toy_value_function_with_known_optimum():
+    D, sig = 3, ["ngram_match"]
+    st = toy_states(D)
+
+    def eta_fn(X: np.ndarray) -> np.ndarray:
+        hist, x, a, fut = X[:, 6:6 + D], X[:, 6 + D], X[:, 7 + D], X[:, 8 + D:]
+        k = np.rint(X[:, 4] * D).astype(int)
+        full = hist + fut
+        full[np.arange(len(X)), k - 1] = a
+        return np.array([toy_eta(xi, b) for xi, b in zip(x, full)])
+
+    y = margin_labels(eta_fn, st, sig, D)
+    for (_, r), yi in zip(st.iterrows(), y):
+        pre = [int(c) for c in r["prefix"]]
+        best = {a: max(toy_eta(r["sig_ngram_match"], pre + [a, *f]) for f in itertools.product((0, 1), repeat=D - r["k"]))
+                for a in (0, 1)}
+        assert yi == pytest.approx(best[1] - best[0])
+    assert (y[st["sig_ngram_match"] == 0] < 0).all()  # a useless mid drafter: never call
+    x1 = st["sig_ngram_match"] == 1
+    assert y[x1 & (st["k"] == 1)][0] < 0  # step 1 is worth least: 011 (6/16) beats 111 (7/19)
+    assert y[x1 & (st["prefix"] == "11")][0] == pytest.approx(7 / 19 - 4 / 16)  # the last step is worth 3
+
+
+def test_the_student_has_exactly_3265_parameters():
+    assert n_params(student_net(17)) == 3265 == artifact.PARAMS
+    assert len(input_names(RELEASE_SIGNALS, 5)) == 17
+
+
+def test_grouped_folds_never_split_a_prompt():
+    groups = [f"p{i % 23}" for i in range(500)]
+    folds = group_folds(groups, 5, seed=1)
+    assert set(folds) == set(range(5))
+    assert all(len(set(folds[np.array(groups) == g])) == 1 for g in set(groups))
+
+
+def test_replaying_a_rule_picks_its_schedule_on_collected_rows():
+    rows = []
+    for sched in ("".join(b) for b in itertools.product("01", repeat=2)):
+        for k in (1, 2):
+            rows.append({"state": "r", "k": k, "prefix": sched[: k - 1], "D": 2, "schedule": sched,
+                         "s1": int(sched[0]), "s2": int(sched[1]), "accepted": int(sched, 2), "t_draft_ms": 1.0,
+                         "t_verify_ms": 1.0, "qid": "q", "category": "c"})
+    df = pd.DataFrame(rows)
+    out = replay_policy(df, lambda st: (st["k"] == 2).to_numpy(), 2)
+    assert out["schedule"].tolist() == ["01"] and out["accepted"].tolist() == [1]
+    assert len(canonical_states(df)) == 3
+
+
+# ---------------------------------------------------------------------------- artifact and policy
+def make_artifact(folder, pair: str = "tiny", depth: int = 5):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 17)).astype(np.float32) * 3 + 1
+    y = x[:, 0] - x[:, 16] + 0.5
+    stu = fit_student(x, y, steps=60)
+    lin = [m for m in stu.net if isinstance(m, torch.nn.Linear)]
+    w = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
+    sig = list(RELEASE_SIGNALS)
+    art = artifact.SchedulerArtifact(pair, depth, input_names(sig, depth), sig, w, stu.xs.mean.tolist(),
+                                     stu.xs.std.tolist(), stu.y_mean, stu.y_std, {"candidates": list(SIGNALS)})
+    artifact.save(art, folder)
+    return stu, x
+
+
+def test_artifact_round_trip_and_the_online_policy_agree_with_the_student(tmp_path):
+    stu, x = make_artifact(tmp_path)
+    art = artifact.load(tmp_path)
+    assert art.params == 3265 and art.signals == list(RELEASE_SIGNALS) and art.meta["candidates"] == list(SIGNALS)
+    pol = AdaptivePolicy(art)
+    want = stu.score(x[:20])
+    got = [pol.score(list(map(float, row))) for row in x[:20]]
+    assert got == pytest.approx(want.tolist(), rel=1e-4, abs=1e-4)
+
+
+def test_online_features_match_the_training_features(tmp_path):
+    make_artifact(tmp_path)
+    pol = AdaptivePolicy(artifact.load(tmp_path))
+    t = hand_tree()
+    ctx = StepContext(3, 5, [1, 0], t, [3, 4], [1, 2], 42, 30.0, 12.0, 2, 5)
+    sig = ctx.signals()
+    row = pd.DataFrame([{"k": 3, "prompt_len": 42, "t_tgt_ms": 30.0, "t_mid_ms": 12.0, "s1": 1, "s2": 0, "s3": 1, "s4": 1,
+                         "s5": 0, **{f"sig_{s}": v for s, v in sig.items()}}])
+    assert pol.features(ctx) == pytest.approx(student_inputs(row, RELEASE_SIGNALS, 5)[0].tolist(), rel=1e-6)
+    decision = pol.decide(ctx)
+    assert decision == (pol.last_score > 0) and math.isfinite(pol.last_score)
+
+
+def test_adaptive_schedule_decodes_losslessly_with_an_artifact(tmp_path):
+    make_artifact(tmp_path, pair="tiny-llama")
+    pair = noisy_pair()
+    ids = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
+    ref = TreeGraftDecoder(pair, DecodeConfig(schedule="small")).generate(ids, max_new_tokens=12).token_ids
+    g = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=str(tmp_path))).generate(ids, max_new_tokens=12)
+    assert g.token_ids == ref
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("weights", "unusable"), ("json", "not valid JSON"), ("shape", "expected"), ("format", "not a"),
+    ("signals", "unknown signals"), ("nan", "non-finite"), ("missing", "no scheduler artifact"),
+])
+def test_corrupt_artifacts_give_a_clear_error(tmp_path, damage, words):
+    make_artifact(tmp_path)
+    meta = tmp_path / artifact.META_NAME
+    doc = json.loads(meta.read_text())
+    if damage == "weights":
+        (tmp_path / artifact.STUDENT_NAME).write_bytes(b"\x00garbage" * 10)
+    elif damage == "json":
+        meta.write_text("{not json")
+    elif damage == "shape":
+        from safetensors.torch import save_file
+
+        save_file({"l1.weight": torch.zeros(64, 16)}, str(tmp_path / artifact.STUDENT_NAME))
+    elif damage in ("format", "signals", "nan"):
+        doc.update({"format": {"format": "other/9"}, "signals": {"signals": ["a", "b", "c", "d", "e", "f"]},
+                    "nan": {"x_std": [float("nan")] * 17}}[damage])
+        meta.write_text(json.dumps(doc))
+    elif damage == "missing":
+        meta.unlink()
+    with pytest.raises(TreeGraftError, match=words):
+        AdaptivePolicy.for_pair(None, DecodeConfig(schedule="small", scheduler_path=str(tmp_path)))
+
+
+def test_a_mismatched_artifact_gives_a_clear_error(tmp_path, monkeypatch):
+    make_artifact(tmp_path, pair="tiny")
+    with pytest.raises(TreeGraftError, match="depth 5"):
+        AdaptivePolicy.for_pair(None, DecodeConfig(depth=4, scheduler_path=str(tmp_path)))
+    pair = tiny_pair("llama")
+    pair.name = "another-pair"
+    monkeypatch.setattr("treegraft_lab.schedule.adaptive.artifact_dir", lambda name: tmp_path)
+    with pytest.raises(TreeGraftError, match="trained for pair 'tiny'"):
+        AdaptivePolicy.for_pair(pair, DecodeConfig())
+
+
+def test_scheduler_info_reports_the_artifact(tmp_path, capsys):
+    make_artifact(tmp_path)
+    assert cli.main(["scheduler", "info", "--path", str(tmp_path), "--no-measure", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["params"] == 3265 and len(out["selected"]) == 6 and len(out["candidates"]) == 10

@@ -1,0 +1,111 @@
+"""`treegraft-lab collect`: scheduler trajectories (every schedule replayed from sampled round starts).
+
+    treegraft-lab collect --pair smollm2-pocket --split train --shard 0/4   # one job of an array
+    treegraft-lab collect --pair smollm2-pocket --merge                     # after all shards
+    treegraft-lab collect --pair smollm2-pocket --measure-costs h200.json   # on the target device
+
+Timings default to a cost profile fitted on the collection's own measurements; `--costs FILE`
+times the trajectories with a profile measured elsewhere (see treegraft_lab.schedule.collect).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.paths import TRAJECTORIES_DIR
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
+    parser.add_argument("--target", default=None, help="a target folder or name instead of --pair's")
+    parser.add_argument("--mid", default=None, help="override the pair's mid drafter (folder or name)")
+    parser.add_argument("--prompts", default="treegraft-suite", help="prompt suite or .jsonl file")
+    parser.add_argument("--split", default="train", choices=("train", "eval", "all"))
+    parser.add_argument("--limit", type=int, default=None, help="first N prompts only")
+    parser.add_argument("--per-category", type=int, default=None, help="first N prompts of each category")
+    parser.add_argument("--states", type=int, default=2, help="round starts sampled per prompt")
+    parser.add_argument("--max-new", type=int, default=128, help="continuation length the starts are drawn from")
+    parser.add_argument("--shard", default="0/1", help="i/n: this job collects prompts i, i+n, ...")
+    parser.add_argument("--costs", type=Path, default=None, help="cost profile JSON (default: fit own measurements)")
+    parser.add_argument("--out", type=Path, default=None, help="folder (default: data/trajectories/<pair>)")
+    parser.add_argument("--merge", action="store_true", help="merge the shards of --out into trajectories.parquet")
+    parser.add_argument("--measure-costs", type=Path, default=None, metavar="FILE",
+                        help="measure a cost profile on this device, write it to FILE and stop")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--depth", type=int, default=5)
+    parser.add_argument("--width", type=int, default=10)
+    parser.add_argument("--budget", type=int, default=63)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise TreeGraftError(f"--shard {text!r}: write it as i/n, e.g. 0/4") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise TreeGraftError(f"--shard {text!r}: need n >= 1 and 0 <= i < n")
+    return i, n
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    return args.out or TRAJECTORIES_DIR / args.pair.replace("/", "_")
+
+
+def _drafter_record(mid_id: str) -> dict:
+    """Which drafter version was used (the pocket drafter's training record, when there is one)."""
+    rec = Path(mid_id) / "training_record.json" if mid_id else None
+    if rec is None or not rec.is_file():
+        return {"mid_id": mid_id}
+    r = json.loads(rec.read_text())
+    keys = ("step", "elapsed", "tokens_seen")
+    return {"mid_id": mid_id, "mid_training": {k: r.get(k) for k in keys},
+            "mid_final": r.get("elapsed", 0) >= 60 * r.get("config", {}).get("minutes", float("inf")) - 5}
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from treegraft_lab.schedule.collect import (
+        CollectConfig,
+        CostProfile,
+        collect_shard,
+        measure_costs,
+        merge,
+    )
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    shard = parse_shard(args.shard)
+    costs = CostProfile.load(args.costs) if args.costs else None
+    out = _out_dir(args)
+    if args.merge:
+        path = merge(out, costs)
+        print(json.dumps({"trajectories": str(path), **{k: v for k, v in json.loads((out / "trajectories.json").read_text()).items()
+                                                          if k in ("states", "prompts", "rows", "complete", "costs")}}, indent=1))
+        return 0
+    from treegraft_lab import load_pair, load_prompts
+    from treegraft_lab.prompting import encode_prompt
+
+    pair = load_pair(None if args.target else args.pair, target=args.target, mid=args.mid, device=args.device,
+                     dtype=args.dtype)
+    out = args.out or TRAJECTORIES_DIR / pair.name.replace("/", "_")
+    decode = {"depth": args.depth, "width": args.width, "budget": args.budget}
+    prompts = load_prompts(args.prompts, split=args.split, limit=args.limit, per_category=args.per_category)
+    if args.measure_costs:
+        prof = measure_costs(pair, encode_prompt(pair.tokenizer, prompts[0]["turns"][0]), decode)
+        prof.save(args.measure_costs)
+        print(json.dumps(prof.to_dict(), indent=1))
+        return 0
+    cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard, decode=decode)
+    meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
+            **_drafter_record(getattr(pair, "mid_id", ""))}
+    path = collect_shard(pair, prompts, cfg, out, costs, meta=meta, progress=not args.quiet)
+    print(path)
+    return 0

@@ -1,0 +1,104 @@
+"""`treegraft-lab train-scheduler`: rank signals, fit the value system, distil the online MLP.
+
+    treegraft-lab train-scheduler --pair smollm2-pocket
+
+Reads `data/trajectories/<pair>/trajectories.parquet` (from `collect --merge`), writes the artifact
+to `data/scheduler/<pair>/` (see treegraft_lab.schedule.artifact).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.paths import SCHEDULER_DIR, TRAJECTORIES_DIR
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
+    parser.add_argument("--trajectories", type=Path, default=None,
+                        help="merged parquet (default: data/trajectories/<pair>/trajectories.parquet)")
+    parser.add_argument("--costs", type=Path, default=None, help="re-time the trajectories with this cost profile")
+    parser.add_argument("--out", type=Path, default=None, help="artifact folder (default: data/scheduler/<pair>)")
+    parser.add_argument("--signals", default=None,
+                        help="comma-separated signals to use instead of the CV top 6 ('release': the authors' six)")
+    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--value-steps", type=int, default=3000)
+    parser.add_argument("--student-steps", type=int, default=4000)
+    parser.add_argument("--rank-steps", type=int, default=1200)
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+    import torch
+
+    from treegraft_lab.schedule import artifact
+    from treegraft_lab.schedule.collect import CostProfile, apply_costs
+    from treegraft_lab.schedule.distill import n_params, train_pipeline
+    from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS
+    from treegraft_lab.schedule.value import input_names
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    name = args.pair.replace("/", "_")
+    path = args.trajectories or TRAJECTORIES_DIR / name / "trajectories.parquet"
+    if not path.is_file():
+        raise TreeGraftError(f"no trajectories at {path}: run `treegraft-lab collect --pair {args.pair}` "
+                             "and then `treegraft-lab collect --pair ... --merge`")
+    info_path = path.with_suffix(".json")
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    df = pd.read_parquet(path)
+    prof = CostProfile.load(args.costs) if args.costs else CostProfile(**{
+        k: (tuple(v) if isinstance(v, list) else v) for k, v in info.get("costs", {}).items() if k != "format"})
+    if args.costs:
+        df = apply_costs(df, prof)
+    if not info.get("costs") and not args.costs:
+        raise TreeGraftError(f"{info_path} (with the collection's cost profile) is missing: pass --costs FILE")
+    splits = {m.get("split") for m in info.get("shard_meta", [])}
+    if "eval" in splits or "all" in splits:
+        raise TreeGraftError(f"{path} holds {sorted(splits)} prompts: train the scheduler on the train split only")
+    signals = None
+    if args.signals:
+        signals = list(RELEASE_SIGNALS) if args.signals == "release" else args.signals.split(",")
+        bad = [s for s in signals if s not in SIGNALS]
+        if bad or len(signals) != 6:
+            raise TreeGraftError(f"--signals needs 6 of {', '.join(SIGNALS)}; got {signals}")
+    t0 = time.time()
+    student, value, chosen, meta = train_pipeline(
+        df, prof, args.pair, signals=signals, folds=args.folds, seed=args.seed, value_steps=args.value_steps,
+        student_steps=args.student_steps, rank_steps=args.rank_steps)
+    D = int(df["D"].iloc[0])
+    lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
+    weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
+    record = {
+        "trajectories": str(path), "rows": len(df), "prompts": int(df["qid"].nunique()),
+        "round_starts": int(df["state"].nunique()), "categories": sorted(df["category"].unique().tolist()),
+        "split": sorted(s for s in splits if s), "costs": prof.to_dict(),
+        "drafter": {k: info.get("shard_meta", [{}])[0].get(k) for k in ("mid_id", "mid_training", "mid_final")},
+        "collection": {k: info.get("shard_meta", [{}])[0].get(k) for k in ("collect", "decode", "dtype", "threads")},
+        "train_args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if not k.startswith("_")},
+        "command": " ".join(["treegraft-lab", *sys.argv[1:]]) if sys.argv and "treegraft" in sys.argv[0] else None,
+        "train_seconds": round(time.time() - t0, 1), "torch": torch.__version__, "python": platform.python_version(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    art = artifact.SchedulerArtifact(
+        args.pair, D, input_names(chosen, D), chosen, weights, student.xs.mean.tolist(), student.xs.std.tolist(),
+        student.y_mean, student.y_std, {**meta, "training": record})
+    if art.params != n_params(student.net) or art.params != artifact.PARAMS:
+        raise TreeGraftError(f"the student has {art.params} parameters, expected {artifact.PARAMS}")
+    out = args.out or SCHEDULER_DIR / name
+    vw = {k: v for k, v in value.net.state_dict().items()}
+    vw.update({"x_mean": torch.from_numpy(value.xs.mean), "x_std": torch.from_numpy(value.xs.std),
+               "y_mean": torch.from_numpy(value.ys.mean), "y_std": torch.from_numpy(value.ys.std)})
+    artifact.save(art, out, value_weights=vw)
+    artifact.load(out)  # round-trip check
+    print(json.dumps({"artifact": str(out), "params": art.params, "selected": chosen, "r2": meta["r2"],
+                      "student_cv": meta["student_cv"], "replay_tokens_per_s": meta["replay_tokens_per_s"]}, indent=1))
+    return 0

@@ -1,0 +1,85 @@
+"""schedule="adaptive": call the mid drafter iff the distilled margin g_psi(z_k) > 0.
+
+The 17 inputs, in the artifact's order: log1p(prompt length), T_tgt ms, T_mid ms,
+log(T_tgt / T_mid), k / D, (mid calls so far) / D, D bits for the earlier steps' decisions, and
+the artifact's chosen signals. z-scored with the artifact's statistics; the output is
+de-normalised with the label mean/std, so its sign is the decision. CPU float32, no training code.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.paths import SCHEDULER_DIR
+from treegraft_lab.schedule import artifact as art_io
+
+
+def artifact_dir(pair_name: str) -> Path:
+    return SCHEDULER_DIR / pair_name.replace("/", "_")
+
+
+class AdaptivePolicy:
+    """The online scheduler; `last_score` is the last de-normalised margin (the recorder reads it)."""
+
+    name = "adaptive"
+
+    def __init__(self, art: art_io.SchedulerArtifact) -> None:
+        self.artifact = art
+        self.depth = art.depth
+        self.signals = list(art.signals)
+        w = art.weights
+        self.l1w, self.l1b = w["l1.weight"].float(), w["l1.bias"].float()
+        self.l2w, self.l2b = w["l2.weight"].float(), w["l2.bias"].float()
+        self.l3w, self.l3b = w["l3.weight"].float()[0], float(w["l3.bias"][0])
+        # fold the input z-scoring into the first layer: W (x - m) / s + b = (W / s) x + (b - W m / s)
+        mean, std = torch.tensor(art.x_mean), torch.tensor(art.x_std)
+        self.x_mean = list(art.x_mean)
+        self.l1w = self.l1w / std
+        self.l1b = self.l1b - self.l1w @ mean
+        self.y_mean, self.y_std = art.y_mean, art.y_std
+        self.last_score = math.nan
+
+    @classmethod
+    def for_pair(cls, pair, config) -> AdaptivePolicy:
+        """Load `config.scheduler_path`, else `data/scheduler/<pair name>/`; check it fits."""
+        name = getattr(pair, "name", None) if pair is not None else None
+        if config.scheduler_path:
+            folder = Path(config.scheduler_path)
+        elif name:
+            folder = artifact_dir(name)
+        else:
+            raise TreeGraftError("schedule='adaptive' needs a pair with a name or config.scheduler_path")
+        art = art_io.load(folder)
+        if art.depth != config.depth:
+            raise TreeGraftError(f"the scheduler in {folder} was trained for depth {art.depth}, but depth={config.depth}; "
+                                 "use that depth or train a scheduler for this one")
+        if name and art.pair and art.pair != name and not config.scheduler_path:
+            raise TreeGraftError(f"the scheduler in {folder} was trained for pair {art.pair!r}, not {name!r}")
+        return cls(art)
+
+    def features(self, ctx) -> list[float]:
+        """The 17 raw inputs for one decision."""
+        D, hist = self.depth, ctx.history
+        t_tgt, t_mid = float(ctx.t_tgt_ms), float(ctx.t_mid_ms)
+        ratio = math.log(t_tgt / t_mid) if t_tgt > 0 and t_mid > 0 else 0.0
+        bits = [float(hist[j]) if j < len(hist) else 0.0 for j in range(D)]
+        sig = ctx.signals()
+        return [math.log1p(ctx.prompt_len), t_tgt, t_mid, ratio, ctx.k / D, sum(hist) / D, *bits,
+                *(float(sig[s]) for s in self.signals)]
+
+    @torch.inference_mode()
+    def score(self, x: list[float]) -> float:
+        h = torch.relu(torch.addmv(self.l1b, self.l1w, torch.tensor(x, dtype=torch.float32)))
+        h = torch.relu(torch.addmv(self.l2b, self.l2w, h))
+        return (float(self.l3w @ h) + self.l3b) * self.y_std + self.y_mean
+
+    def decide(self, ctx) -> bool:
+        x = self.features(ctx)
+        if not all(math.isfinite(v) for v in x):  # e.g. costs not measured yet: use the training mean
+            x = [v if math.isfinite(v) else m for v, m in zip(x, self.x_mean)]
+        self.last_score = self.score(x)
+        return self.last_score > 0

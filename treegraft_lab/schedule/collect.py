@@ -1,0 +1,399 @@
+"""Offline trajectories for the scheduler: replay every binary schedule from sampled round starts.
+
+A round start is fully determined by the committed context (the tree is rebuilt every round, the
+n-gram index and the caches hold only committed tokens), and greedy decoding is lossless, so the
+contexts any decoder meets are prefixes of the target's own greedy continuation. Collection
+therefore decodes each prompt once autoregressively, samples positions j of the continuation,
+starts the decoder on `prompt + continuation[:j]` and replays all 2^D schedules from there with
+`commit=False` semantics (nothing is committed; caches are rolled back).
+
+The replay is a depth-first search over the schedule tree: the draft tree after steps 1..j
+depends only on bits 1..j, so each prefix is expanded once (2 + 4 + ... + 2^D = 62 expansions for
+D = 5) and each full schedule is verified once (32 verifications). Between siblings the draft
+tree is copied and the mid drafter's round state (its scored rows, slots and cache length) is
+restored. `test_scheduler.py` checks that every replayed schedule accepts exactly what
+`TreeGraftDecoder._round` accepts with that mask.
+
+Timing. Every expansion and verification is timed (`meas_*` columns) and its size logged (frontier
+nodes for a small step, tokens forwarded for a mid step, kept nodes for a verification) in a calls
+table. The `t_draft_ms` / `t_verify_ms` columns the scheduler trains on come from a `CostProfile`
+(linear in those sizes): by default one fitted robustly to this collection's own measurements
+(noise from a shared machine averages out and the numbers are reproducible), or one given with
+`--costs FILE` (e.g. measured on the deployment GPU with `collect --measure-costs`), so that
+trajectories collected on a CPU can model another device's cost ratio.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from treegraft_lab import graft, kv
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.schedule.policies import StepContext
+from treegraft_lab.schedule.signals import SIGNALS
+from treegraft_lab.tree import MID, SMALL, DraftTree
+from treegraft_lab.verify import accept_greedy
+
+KINDS = ("small", "mid", "verify")
+SHARD_GLOB = "shard-*.parquet"
+
+
+# ---------------------------------------------------------------------------- cost profile
+@dataclass
+class CostProfile:
+    """Per-call costs in ms, each `a + b * n`: small step (n = frontier nodes), mid step (n = tokens
+    forwarded), verification (n = kept nodes, root included). `mid_ref` / `verify_ref` are the
+    sizes at which the context features T_mid / T_tgt are read off the profile."""
+
+    small: tuple[float, float] = (0.5, 0.0)
+    mid: tuple[float, float] = (10.0, 0.0)
+    verify: tuple[float, float] = (20.0, 0.0)
+    mid_ref: float = 30.0
+    verify_ref: float = 64.0
+    device: str = ""
+    source: str = ""
+
+    def ms(self, kind: str, n: float) -> float:
+        a, b = getattr(self, kind)
+        return a + b * n
+
+    @property
+    def t_tgt_ms(self) -> float:
+        return self.ms("verify", self.verify_ref)
+
+    @property
+    def t_mid_ms(self) -> float:
+        return self.ms("mid", self.mid_ref)
+
+    def scaled(self, mid: float = 1.0, target: float = 1.0) -> CostProfile:
+        """The profile with mid-step and verification costs multiplied (cost augmentation)."""
+        s = {k: getattr(self, k) for k in ("small", "mid_ref", "verify_ref", "device", "source")}
+        return CostProfile(mid=(self.mid[0] * mid, self.mid[1] * mid),
+                           verify=(self.verify[0] * target, self.verify[1] * target), **s)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "format": "treegraft-costs/1"}
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> CostProfile:
+        try:
+            d = json.loads(Path(path).read_text())
+            kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+            for k in KINDS:
+                kw[k] = tuple(float(x) for x in kw[k])
+                if len(kw[k]) != 2:
+                    raise ValueError(f"{k} needs [a, b]")
+            return cls(**kw)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise TreeGraftError(f"cost profile {path} is unreadable ({e}); it needs JSON with "
+                                 "'small', 'mid', 'verify' as [a_ms, b_ms_per_node]") from e
+
+    @classmethod
+    def fit(cls, calls: pd.DataFrame, device: str = "", source: str = "fitted") -> CostProfile:
+        """Robust linear fits per kind from a calls table (columns kind, n, ms)."""
+        kw: dict = {}
+        for k in KINDS:
+            sub = calls[calls["kind"] == k]
+            if sub.empty:
+                raise TreeGraftError(f"no '{k}' calls were measured: cannot fit a cost profile")
+            kw[k] = robust_line(sub["n"].to_numpy(float), sub["ms"].to_numpy(float))
+        mid = calls[calls["kind"] == "mid"]["n"]
+        ver = calls[calls["kind"] == "verify"]["n"]
+        return cls(**kw, mid_ref=float(mid.mean()), verify_ref=float(ver.median()), device=device, source=source)
+
+
+def robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(a, b) of y ~ a + b x, least squares refitted twice without outliers (|r| > 3 MAD), b >= 0.
+
+    With too little spread in x the slope is 0 and a is the median (a constant cost).
+    """
+    keep = np.ones(len(x), dtype=bool)
+    if len(np.unique(x)) < 3 or np.ptp(x) < 4:
+        return float(np.median(y)), 0.0
+    a, b = float(np.median(y)), 0.0
+    for _ in range(3):
+        b, a = np.polyfit(x[keep], y[keep], 1)
+        if b < 0:
+            a, b = float(np.median(y[keep])), 0.0
+        r = y - (a + b * x)
+        mad = np.median(np.abs(r[keep] - np.median(r[keep]))) + 1e-9
+        keep = np.abs(r - np.median(r[keep])) < 3 * 1.4826 * mad
+        if keep.sum() < 3:
+            break
+    return float(a), float(b)
+
+
+def apply_costs(df: pd.DataFrame, prof: CostProfile) -> pd.DataFrame:
+    """Set t_draft_ms, t_verify_ms (per row) and the context features t_tgt_ms, t_mid_ms."""
+    df = df.copy()
+    df["t_draft_ms"] = (df["n_small"] * prof.small[0] + df["small_nodes"] * prof.small[1]
+                        + df["n_mid"] * prof.mid[0] + df["mid_tokens"] * prof.mid[1])
+    df["t_verify_ms"] = prof.verify[0] + prof.verify[1] * df["kept"]
+    df["t_tgt_ms"] = prof.t_tgt_ms
+    df["t_mid_ms"] = prof.t_mid_ms
+    return df
+
+
+# ---------------------------------------------------------------------------- the replay
+def copy_tree(t: DraftTree) -> DraftTree:
+    """A copy of the tree (lists copied, children dicts copied): cheaper than deepcopy."""
+    kw = {f.name: list(getattr(t, f.name)) for f in fields(DraftTree)}
+    kw["children"] = [dict(c) for c in t.children]
+    return DraftTree(**kw)
+
+
+def _mid_state(m) -> tuple:
+    return m.flushed, dict(m.slot), dict(m.row), m.rows, kv.cache_len(m.cache)
+
+
+def _mid_restore(m, s: tuple) -> None:
+    m.flushed, m.slot, m.row, m.rows = s[0], dict(s[1]), dict(s[2]), s[3]
+    kv.truncate(m.cache, s[4])
+
+
+def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int]) -> tuple[list[int], list[int], int]:
+    """Draft step k exactly as `TreeGraftDecoder._round` does it. Returns (frontier, new, size).
+
+    size: tokens the mid drafter forwarded (mid step) or frontier nodes (small step).
+    """
+    cfg = dec.config
+    if call:
+        pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft)
+        fwd = graft.to_forward(tree, pool)
+        before = kv.cache_len(dec.mid.cache)
+        if fwd:
+            dec.mid.score(tree, fwd)
+        size = kv.cache_len(dec.mid.cache) - before
+        frontier = graft.top_by_score(tree, pool, cfg.width)
+        proposals = dec.mid.propose(tree, frontier, cfg.width)
+    else:
+        frontier = graft.top_by_score(tree, last_new, cfg.width)
+        size = len(frontier)
+        proposals = dec.small.propose(tree, frontier, cfg.width)
+    new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive)
+    return frontier, new, size
+
+
+def replay_all(dec) -> tuple[list[dict], list[dict], list[dict]]:
+    """Every schedule from the decoder's current round start, by DFS over shared prefixes.
+
+    Returns (states, leaves, calls): states are the decision points (k, prefix, signals), leaves
+    the full schedules (accepted, counts, measured times), calls the timed (kind, n, ms).
+    """
+    cfg, D = dec.config, dec.config.depth
+    if not cfg.greedy:
+        raise TreeGraftError("collection needs greedy decoding (temperature 0): acceptance must be deterministic")
+    if dec.mid is None:
+        raise TreeGraftError("collection needs a pair with a mid drafter")
+    states: list[dict] = []
+    leaves: list[dict] = []
+    calls: list[dict] = []
+
+    def leaf(tree: DraftTree, bits: tuple[int, ...], acc: dict) -> None:
+        kept = tree.prune(dec.budget)
+        (path, _), t = dec._timed(lambda: accept_greedy(tree, kept, dec.target.forward_tree(tree, kept)))
+        dec.target.rollback()
+        calls.append({"kind": "verify", "n": len(kept), "ms": 1000 * t})
+        leaves.append({"schedule": "".join(map(str, bits)), "accepted": len(path) - 1, "kept": len(kept),
+                       "nodes": sum(tree.alive), **acc, "meas_verify_ms": 1000 * t})
+
+    def visit(k: int, tree: DraftTree, bits: tuple[int, ...], last_new: list[int], expanded: list[int], acc: dict) -> None:
+        if k > D:
+            leaf(tree, bits, acc)
+            return
+        ctx = StepContext(k, D, list(bits), tree, last_new, expanded, dec.prompt_len,
+                          dec.costs["t_tgt_ms"], dec.costs["t_mid_ms"], cfg.width, cfg.ngram_max)
+        states.append({"k": k, "prefix": "".join(map(str, bits)), **ctx.signals()})
+        mid0 = _mid_state(dec.mid)
+        for a in (0, 1):
+            child = copy_tree(tree) if a == 0 else tree  # the parent no longer needs its tree after the last child
+            (frontier, new, size), t = dec._timed(expand_step, dec, child, k, bool(a), last_new)
+            kind = "mid" if a else "small"
+            calls.append({"kind": kind, "n": size, "ms": 1000 * t})
+            nxt = {**acc, f"n_{kind}": acc[f"n_{kind}"] + 1, f"{kind}_{'tokens' if a else 'nodes'}":
+                   acc[f"{kind}_{'tokens' if a else 'nodes'}"] + size, "meas_draft_ms": acc["meas_draft_ms"] + 1000 * t}
+            visit(k + 1, child, bits + (a,), new, frontier, nxt)
+            _mid_restore(dec.mid, mid0)
+
+    dec.replaying = True
+    try:
+        visit(1, DraftTree.start(dec.root), (), [0], [],
+              {"n_small": 0, "small_nodes": 0, "n_mid": 0, "mid_tokens": 0, "meas_draft_ms": 0.0})
+    finally:
+        dec.replaying = False
+    return states, leaves, calls
+
+
+def state_rows(states: list[dict], leaves: list[dict], base: dict) -> list[dict]:
+    """One row per (full schedule, step k): the state's signals joined with the schedule's outcome."""
+    by_prefix = {(s["k"], s["prefix"]): s for s in states}
+    rows = []
+    for lf in leaves:
+        sched = lf["schedule"]
+        for k in range(1, len(sched) + 1):
+            s = by_prefix[(k, sched[: k - 1])]
+            rows.append({**base, **{f"sig_{n}": s[n] for n in SIGNALS}, "k": k, "prefix": sched[: k - 1],
+                         "a": int(sched[k - 1]), **{f"s{i + 1}": int(c) for i, c in enumerate(sched)}, **lf})
+    return rows
+
+
+# ---------------------------------------------------------------------------- one shard
+@dataclass
+class CollectConfig:
+    """What to collect: `states` round starts per prompt sampled from the first `max_new` tokens."""
+
+    states: int = 2
+    max_new: int = 128
+    seed: int = 0
+    shard: tuple[int, int] = (0, 1)
+    decode: dict = field(default_factory=dict)  # DecodeConfig overrides (depth, width, budget, ...)
+
+
+def shard_paths(out_dir: Path, shard: tuple[int, int]) -> tuple[Path, Path, Path]:
+    stem = f"shard-{shard[0]:03d}-of-{shard[1]:03d}"
+    return out_dir / f"{stem}.parquet", out_dir / f"{stem}.calls.parquet", out_dir / f"{stem}.json"
+
+
+def _write(df: pd.DataFrame, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    df.to_parquet(tmp, index=False)
+    tmp.rename(path)
+
+
+def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, costs: CostProfile | None = None,
+                  meta: dict | None = None, progress: bool = True, save_every_s: float = 120.0) -> Path:
+    """Collect this shard's prompts into `out_dir` (resumable: prompts already written are skipped)."""
+    from tqdm.auto import tqdm
+
+    from treegraft_lab.baselines import autoregressive
+    from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.prompting import encode_prompt
+
+    i, n = cfg.shard
+    if not 0 <= i < n:
+        raise TreeGraftError(f"shard {i}/{n}: need 0 <= i < n")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows_p, calls_p, meta_p = shard_paths(out_dir, cfg.shard)
+    mine = prompts[i::n]
+    rows: list[dict] = []
+    calls: list[dict] = []
+    done: set[str] = set()
+    if rows_p.exists() and calls_p.exists():
+        old = pd.read_parquet(rows_p)
+        rows, calls = old.to_dict("records"), pd.read_parquet(calls_p).to_dict("records")
+        done = set(old["qid"].astype(str))
+    dcfg = DecodeConfig(**{**cfg.decode, "schedule": "mid", "temperature": 0.0})
+    dec = TreeGraftDecoder(pair, dcfg)
+    rng = random.Random(f"{cfg.seed}-{i}-{n}")
+    todo = [p for p in mine if str(p["question_id"]) not in done]
+    bar = tqdm(total=len(todo) * cfg.states, desc=f"collect {i}/{n}", unit="state", mininterval=5, disable=not progress)
+    last = time.time()
+
+    def save(final: bool = False) -> None:
+        df = pd.DataFrame(rows)
+        cl = pd.DataFrame(calls)
+        if df.empty:
+            raise TreeGraftError("nothing was collected: no prompt produced a round start")
+        prof = costs or CostProfile.fit(cl, device=str(pair.device), source=f"fitted on {calls_p.name}")
+        _write(apply_costs(df, prof), rows_p)
+        _write(cl, calls_p)
+        info = {"format": "treegraft-trajectories/1", "pair": pair.name, "shard": [i, n], "collect": asdict(cfg),
+                "decode": dcfg.to_dict(), "prompts_done": len({r["qid"] for r in rows}), "states": int(df["state"].nunique()),
+                "costs": prof.to_dict(), "costs_given": costs is not None, "complete": final, **(meta or {})}
+        meta_p.write_text(json.dumps(info, indent=1, default=str) + "\n")
+
+    state_id = max((int(r["state"].split(":")[-1]) for r in rows), default=-1) + 1 if rows else 0
+    for p in todo:
+        ids = encode_prompt(pair.tokenizer, p["turns"][0])
+        cont = autoregressive(pair, ids, max_new_tokens=cfg.max_new).token_ids
+        spots = sorted(rng.sample(range(len(cont)), min(cfg.states, len(cont))))
+        for j in spots:
+            dec.start(ids + cont[:j])
+            dec.prompt_len = len(ids)
+            st, lv, cl = replay_all(dec)
+            base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{i}:{state_id}",
+                    "position": j, "prompt_len": len(ids), "D": dcfg.depth}
+            rows += state_rows(st, lv, base)
+            calls += [{**c, "state": base["state"]} for c in cl]
+            state_id += 1
+            bar.update(1)
+        bar.update(cfg.states - len(spots))
+        if time.time() - last > save_every_s:
+            save()
+            last = time.time()
+    bar.close()
+    save(final=True)
+    return rows_p
+
+
+# ---------------------------------------------------------------------------- merge and costs
+def merge(out_dir: Path, costs: CostProfile | None = None) -> Path:
+    """Concatenate the shards of `out_dir` into trajectories.parquet, timed by one profile.
+
+    Without `costs` the profile is refitted on every shard's measured calls (saved as costs.json).
+    """
+    shards = sorted(out_dir.glob(SHARD_GLOB))
+    shards = [s for s in shards if not s.name.endswith(".calls.parquet")]
+    if not shards:
+        raise TreeGraftError(f"no shards (shard-*.parquet) in {out_dir}: run `treegraft-lab collect` first")
+    df = pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True)
+    calls = pd.concat([pd.read_parquet(s.with_suffix(".calls.parquet")) for s in shards], ignore_index=True)
+    metas = [json.loads(s.with_suffix(".json").read_text()) for s in shards]
+    pairs = {m["pair"] for m in metas}
+    if len(pairs) > 1:
+        raise TreeGraftError(f"shards in {out_dir} come from different pairs: {sorted(pairs)}")
+    prof = costs or CostProfile.fit(calls, device=metas[0]["costs"].get("device", ""), source=f"fitted on {len(shards)} shard(s)")
+    out = out_dir / "trajectories.parquet"
+    _write(apply_costs(df, prof), out)
+    prof.save(out_dir / "costs.json")
+    info = {"format": "treegraft-trajectories/1", "pair": pairs.pop(), "shards": [m["shard"] for m in metas],
+            "complete": all(m.get("complete") for m in metas), "states": int(df["state"].nunique()),
+            "prompts": int(df["qid"].nunique()), "rows": len(df), "costs": prof.to_dict(),
+            "shard_meta": metas}
+    (out_dir / "trajectories.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
+    return out
+
+
+def measure_costs(pair, ids: list[int], decode: dict | None = None, reps: int = 3) -> CostProfile:
+    """Measure a cost profile on this device: verifications and mid calls over synthetic trees.
+
+    The context is `ids` (prefilled once); trees are binary-heap shaped with n nodes.
+    """
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    dec = TreeGraftDecoder(pair, DecodeConfig(**{**(decode or {}), "schedule": "mid"}))
+    dec.start(ids)
+    rows = []
+    for n in (8, 16, 24, 32, 48, 64):
+        tree = DraftTree.start(dec.root)
+        for t in range(1, n):
+            tree.add_child((t - 1) // 2, 100 + t, math.log(0.5), SMALL, 1)  # a binary-heap shape
+        nodes = list(range(len(tree)))
+        for _ in range(reps):
+            _, t = dec._timed(dec.target.forward_tree, tree, nodes)
+            dec.target.rollback()
+            rows.append({"kind": "verify", "n": len(nodes), "ms": 1000 * t})
+            _, t = dec._timed(dec.mid.score, tree, nodes)
+            dec.mid.rollback()
+            rows.append({"kind": "mid", "n": len(nodes), "ms": 1000 * t})
+            front = nodes[-dec.config.width:]
+            _, t = dec._timed(dec.small.propose, tree, front, dec.config.width)
+            rows.append({"kind": "small", "n": len(front), "ms": 1000 * t})
+    if dec.device.type == "cuda":
+        torch.cuda.synchronize(dec.device)
+    prof = CostProfile.fit(pd.DataFrame(rows), device=str(dec.device), source="measure_costs")
+    prof.verify_ref = float(dec.budget + 1)
+    return prof

@@ -1,0 +1,230 @@
+"""Margin distillation: teacher labels from the value system, and the 3,265-parameter student.
+
+Teacher margin for a canonical state (a round start, a step k and the decisions before it):
+    y_k = max over tau_{k+1:D} of eta_hat(z_k, 1, tau)  -  max over tau_{k+1:D} of eta_hat(z_k, 0, tau)
+The student g_psi regresses y_k (z-scored) from its 17 inputs; online it calls the mid drafter
+iff g_psi(z_k) > 0. `replay_policy` scores any decision rule on collected trajectories: it
+follows the rule down each round start's schedule tree and reads off the realised A and times.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from treegraft_lab.schedule.value import Scaler, r2, student_inputs, value_inputs
+
+HIDDEN = (64, 32)
+
+
+def student_net(n_in: int = 17) -> nn.Sequential:
+    """g_psi: n_in -> 64 -> 32 -> 1 with ReLUs (3,265 parameters for 17 inputs)."""
+    return nn.Sequential(nn.Linear(n_in, HIDDEN[0]), nn.ReLU(), nn.Linear(HIDDEN[0], HIDDEN[1]), nn.ReLU(),
+                         nn.Linear(HIDDEN[1], 1))
+
+
+def n_params(net: nn.Module) -> int:
+    return sum(p.numel() for p in net.parameters())
+
+
+# ---------------------------------------------------------------------------- canonical states
+def canonical_states(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (round start, cost scaling, k, prefix): the decision points of the data.
+
+    The row keeps the decision-time columns; its bits s1..sD hold the prefix (later bits zeroed).
+    """
+    keys = [c for c in ("state", "cost_mid_scale", "cost_tgt_scale", "k", "prefix") if c in df.columns]
+    st = df.drop_duplicates(keys).reset_index(drop=True).copy()
+    D = int(st["D"].iloc[0])
+    for j in range(1, D + 1):
+        st[f"s{j}"] = np.where(j < st["k"], st[f"s{j}"], 0)
+    return st
+
+
+def margin_labels(eta_fn: Callable[[np.ndarray], np.ndarray], states: pd.DataFrame, signals: Sequence[str],
+                  D: int) -> np.ndarray:
+    """y per canonical state: best future with a call now minus best future with a skip now.
+
+    eta_fn maps value-model inputs (`value_inputs` layout) to eta_hat.
+    """
+    y = np.zeros(len(states))
+    for k, sub in states.groupby("k"):
+        k = int(k)
+        futs = list(itertools.product((0, 1), repeat=D - k))
+        best = {}
+        for a in (0, 1):
+            rep = sub.loc[sub.index.repeat(len(futs))].copy()
+            tiled = np.tile(np.array(futs, dtype=int).reshape(len(futs), D - k), (len(sub), 1))
+            rep[f"s{k}"] = a
+            for j in range(D - k):
+                rep[f"s{k + 1 + j}"] = tiled[:, j]
+            eta = eta_fn(value_inputs(rep, signals, D)).reshape(len(sub), len(futs))
+            best[a] = eta.max(1)
+        y[sub.index.to_numpy()] = best[1] - best[0]
+    return y
+
+
+# ---------------------------------------------------------------------------- the student
+class Student:
+    """g_psi with its input and label normalisation."""
+
+    def __init__(self, net: nn.Sequential, xs: Scaler, y_mean: float, y_std: float) -> None:
+        self.net, self.xs, self.y_mean, self.y_std = net, xs, float(y_mean), float(y_std)
+
+    @torch.inference_mode()
+    def score(self, x: np.ndarray) -> np.ndarray:
+        """De-normalised margin predictions (> 0: call the mid drafter)."""
+        return self.net(torch.from_numpy(self.xs(x)))[:, 0].numpy() * self.y_std + self.y_mean
+
+
+def fit_student(x: np.ndarray, y: np.ndarray, steps: int = 4000, batch: int = 512, lr: float = 3e-3,
+                seed: int = 0) -> Student:
+    """Adam on MSE of z-scored margins (cosine decay); inputs z-scored with the training stats."""
+    torch.manual_seed(seed)
+    xs = Scaler.fit(x)
+    y_mean, y_std = float(y.mean()), float(y.std()) or 1.0
+    X, Y = torch.from_numpy(xs(x)), torch.from_numpy(((y - y_mean) / y_std).astype(np.float32))
+    net = student_net(x.shape[1])
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    for step in range(steps):
+        for pg in opt.param_groups:
+            pg["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+        idx = torch.randint(len(X), (min(batch, len(X)),), generator=g)
+        loss = ((net(X[idx])[:, 0] - Y[idx]) ** 2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return Student(net.eval(), xs, y_mean, y_std)
+
+
+def student_scores(student: Student, x: np.ndarray, y: np.ndarray) -> dict:
+    p = student.score(x)
+    return {"r2": r2(y, p), "sign_agreement": float(np.mean((p > 0) == (y > 0))), "call_rate": float(np.mean(p > 0)),
+            "teacher_call_rate": float(np.mean(y > 0))}
+
+
+# ---------------------------------------------------------------------------- offline replay
+def replay_policy(df: pd.DataFrame, decide: Callable[[pd.DataFrame], np.ndarray], D: int) -> pd.DataFrame:
+    """The schedule a decision rule picks at each round start, with its realised outcome.
+
+    decide(states) -> bool per row, given canonical-state rows at one step k. Returns one row
+    per round start: schedule, A, t_draft_ms, t_verify_ms.
+    """
+    keys = [c for c in ("state", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
+    states = canonical_states(df).set_index([*keys, "k", "prefix"]).sort_index()
+    roots = df.drop_duplicates(keys)[keys]
+    prefix = pd.Series([""] * len(roots), index=pd.MultiIndex.from_frame(roots))
+    for k in range(1, D + 1):
+        idx = [(*key, k, p) for key, p in zip(prefix.index, prefix.to_numpy())] if keys else None
+        rows = states.loc[idx].reset_index()
+        bits = np.asarray(decide(rows)).astype(int)
+        prefix = pd.Series([p + str(b) for p, b in zip(prefix.to_numpy(), bits)], index=prefix.index)
+    leaf = df[df["k"] == 1].set_index([*keys, "schedule"])
+    out = leaf.loc[[(*key, s) for key, s in zip(prefix.index, prefix.to_numpy())]].reset_index()
+    return out[[*keys, "schedule", "accepted", "t_draft_ms", "t_verify_ms", "qid", "category"]]
+
+
+def throughput(out: pd.DataFrame) -> float:
+    """Tokens per second over a set of rounds: sum of A over sum of round times."""
+    return 1000.0 * float((out["accepted"] + 1).sum()) / float((out["t_draft_ms"] + out["t_verify_ms"]).sum())
+
+
+def compare_policies(df: pd.DataFrame, adaptive: pd.DataFrame,
+                     masks: Sequence[str] = ("00000", "11111", "10101")) -> dict:
+    """Modelled tokens/s of the adaptive rounds (from `replay_policy`), fixed masks and the
+    per-round oracle (best schedule in hindsight) on the same round starts `df`."""
+    res = {"adaptive": throughput(adaptive)}
+    for m in masks:
+        res[m] = throughput(df[(df["k"] == 1) & (df["schedule"] == m)])
+    first = df[df["k"] == 1].assign(eta=lambda d: (d["accepted"] + 1) / (d["t_draft_ms"] + d["t_verify_ms"]))
+    keys = [c for c in ("state", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
+    res["oracle"] = throughput(first.loc[first.groupby(keys)["eta"].idxmax()])
+    return res
+
+
+def student_decider(student: Student, signals: Sequence[str], D: int) -> Callable[[pd.DataFrame], np.ndarray]:
+    return lambda rows: student.score(student_inputs(rows, signals, D)) > 0
+
+
+# ---------------------------------------------------------------------------- the whole pipeline
+def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signals: Sequence[str] | None = None,
+                   folds: int = 5, seed: int = 0, value_steps: int = 3000, student_steps: int = 4000,
+                   rank_steps: int = 1200, log: Callable[[str], None] = print) -> tuple:
+    """Rank signals, fit f_theta, label margins, fit g_psi; cross-validated scores, then final fits.
+
+    Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
+    """
+    from treegraft_lab.schedule.signals import SIGNALS
+    from treegraft_lab.schedule.value import (
+        augment_costs,
+        fit_mlp,
+        group_folds,
+        rank_signals,
+        targets,
+    )
+
+    D = int(df["D"].iloc[0])
+    log(f"ranking {len(SIGNALS)} signals by {folds}-fold grouped CV on {df['qid'].nunique()} prompts, {len(df)} rows")
+    table = rank_signals(df, SIGNALS, D, folds, seed, steps=rank_steps)
+    chosen = list(signals) if signals else list(table["signal"][:n_signals])
+    log(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    log(f"chosen: {chosen}")
+    dfa = augment_costs(df, prof, seed)
+    fold = group_folds(dfa["qid"], folds, seed)
+    X, Y = value_inputs(dfa, chosen, D), targets(dfa)
+    pred = np.zeros_like(Y)
+    eta_true = Y[:, 0] / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
+    eta_pred = np.zeros(len(dfa))
+    st_scores, replays = [], []
+    for f in range(folds):
+        tr, te = fold != f, fold == f
+        val = fit_mlp(X[tr], Y[tr], steps=value_steps, seed=seed)
+        pred[te] = val.predict(X[te])
+        eta_pred[te] = val.eta(X[te])
+        st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
+        y_tr, y_te = (margin_labels(val.eta, s, chosen, D) for s in (st_tr, st_te))
+        stu = fit_student(student_inputs(st_tr, chosen, D), y_tr, steps=student_steps, seed=seed)
+        st_scores.append(student_scores(stu, student_inputs(st_te, chosen, D), y_te))
+        held = apply_costs_like(df[df["qid"].isin(set(dfa["qid"][te]))], prof)
+        replays.append(replay_policy(held, student_decider(stu, chosen, D), D))
+        log(f"fold {f + 1}/{folds}: student {st_scores[-1]}")
+    r2s = {"A": r2(Y[:, 0], pred[:, 0]), "log_t_draft": r2(Y[:, 1], pred[:, 1]),
+           "log_t_verify": r2(Y[:, 2], pred[:, 2]), "eta": r2(eta_true, eta_pred)}
+    held_all = apply_costs_like(df, prof)
+    chosen_sched = pd.concat(replays, ignore_index=True)
+    cmp = compare_policies(held_all, chosen_sched)
+    log(f"held-out R^2: {r2s}")
+    log(f"modelled tokens/s on held-out prompts (collection costs): {cmp}")
+    val = fit_mlp(X, Y, steps=value_steps, seed=seed)
+    st_all = canonical_states(dfa)
+    y_all = margin_labels(val.eta, st_all, chosen, D)
+    x_all = student_inputs(st_all, chosen, D)
+    stu = fit_student(x_all, y_all, steps=student_steps, seed=seed)
+    meta = {
+        "candidates": list(SIGNALS),
+        "cv_table": table.to_dict("records"),
+        "cv": {"folds": folds, "grouped_by": "prompt", "r2_base": table.attrs["r2_base"], "r2_all": table.attrs["r2_all"],
+               "target": "A (tokens per round)"},
+        "r2": r2s,
+        "student_cv": {k: float(np.mean([s[k] for s in st_scores])) for k in st_scores[0]},
+        "student_train": student_scores(stu, x_all, y_all),
+        "replay_tokens_per_s": cmp,
+        "replay_schedules": chosen_sched["schedule"].value_counts().head(8).to_dict(),
+        "labels": {"states": len(st_all), "mean": float(y_all.mean()), "std": float(y_all.std()),
+                   "call_share": float((y_all > 0).mean())},
+    }
+    return stu, val, chosen, meta
+
+
+def apply_costs_like(df: pd.DataFrame, prof) -> pd.DataFrame:
+    """Rows timed with the collection's own (unscaled) profile."""
+    from treegraft_lab.schedule.collect import apply_costs
+
+    return apply_costs(df, prof)

@@ -1,0 +1,207 @@
+"""The offline value system f_theta and the grouped cross-validation that picks the signals.
+
+Inputs. The student's 17 values (see `student_inputs`) followed by the decision a_k and the future
+bits tau_{k+1:D} (D slots, zero at steps <= k): the value model sees everything the student sees
+plus the rest of the schedule. Targets: A (tokens the round emits: accepted + bonus), log t_D and
+log t_V (ms; logs because a draft without mid calls costs ~1 ms and one with five ~100x more).
+eta_hat = A_hat / (t_D_hat + t_V_hat), in tokens per ms.
+
+Cost augmentation. Every trajectory row is re-timed under one cost profile drawn from a grid of
+scalings of the collection's profile (mid-step and verification costs scaled independently), so
+the value model, and the student after it, learn how the decision depends on T_tgt and T_mid
+instead of seeing one constant cost pair.
+
+Signal ranking: 5-fold GroupKFold by prompt (implemented here: prompts are shuffled with a seed
+and dealt into folds balanced by row count). For each candidate signal, the held-out R^2 of A
+with the base inputs plus that one signal, minus the base R^2 ("gain"), and the R^2 lost when
+it is dropped from all ten ("drop"). Signals are ranked by gain (ties: drop).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from treegraft_lab.schedule.collect import CostProfile, apply_costs
+
+CONTEXT = ("log1p_prompt_len", "t_tgt_ms", "t_mid_ms", "log_tgt_over_mid", "k_over_D", "calls_over_D")
+MID_SCALES = (0.5, 0.7, 1.0, 1.4, 2.0)
+TGT_SCALES = (0.8, 1.0, 1.25)
+
+
+# ---------------------------------------------------------------------------- inputs
+def input_names(signals: Sequence[str], D: int) -> list[str]:
+    """Names of the student's inputs: context, history bits, signals (17 for D = 5 and 6 signals)."""
+    return [*CONTEXT, *(f"hist{j + 1}" for j in range(D)), *signals]
+
+
+def _bits(df: pd.DataFrame, D: int) -> np.ndarray:
+    return df[[f"s{j + 1}" for j in range(D)]].to_numpy(np.float32)
+
+
+def student_inputs(df: pd.DataFrame, signals: Sequence[str], D: int) -> np.ndarray:
+    """[n, 6 + D + len(signals)] float32, in `input_names` order, from trajectory/state rows."""
+    k = df["k"].to_numpy()
+    bits = _bits(df, D)
+    hist = bits * (np.arange(1, D + 1)[None, :] < k[:, None])
+    t_tgt, t_mid = df["t_tgt_ms"].to_numpy(float), df["t_mid_ms"].to_numpy(float)
+    ctx = np.stack([np.log1p(df["prompt_len"].to_numpy(float)), t_tgt, t_mid, np.log(t_tgt / t_mid),
+                    k / D, hist.sum(1) / D], axis=1)
+    sig = df[[f"sig_{s}" for s in signals]].to_numpy(float)
+    return np.concatenate([ctx, hist, sig], axis=1).astype(np.float32)
+
+
+def value_inputs(df: pd.DataFrame, signals: Sequence[str], D: int) -> np.ndarray:
+    """The student's inputs, then a_k, then the future bits (D slots; zero at steps <= k)."""
+    k = df["k"].to_numpy()
+    bits = _bits(df, D)
+    fut = bits * (np.arange(1, D + 1)[None, :] > k[:, None])
+    a = bits[np.arange(len(df)), k - 1][:, None]
+    return np.concatenate([student_inputs(df, signals, D), a, fut], axis=1).astype(np.float32)
+
+
+def targets(df: pd.DataFrame) -> np.ndarray:
+    """[n, 3]: A (accepted + bonus), log t_D, log t_V."""
+    return np.stack([df["accepted"].to_numpy(float) + 1.0, np.log(df["t_draft_ms"].to_numpy(float)),
+                     np.log(df["t_verify_ms"].to_numpy(float))], axis=1).astype(np.float32)
+
+
+def augment_costs(df: pd.DataFrame, prof: CostProfile, seed: int = 0) -> pd.DataFrame:
+    """Each root state re-timed under one randomly drawn scaling of `prof` (all its rows alike)."""
+    rng = np.random.default_rng(seed)
+    grid = [(m, t) for m in MID_SCALES for t in TGT_SCALES]
+    states = df["state"].unique()
+    pick = dict(zip(states, rng.integers(len(grid), size=len(states))))
+    parts = []
+    for g, sub in df.groupby(df["state"].map(pick)):
+        m, t = grid[int(g)]
+        parts.append(apply_costs(sub, prof.scaled(mid=m, target=t)).assign(cost_mid_scale=m, cost_tgt_scale=t))
+    return pd.concat(parts).loc[df.index]
+
+
+# ---------------------------------------------------------------------------- folds and R^2
+def group_folds(groups: Sequence, n_folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Fold id per row: whole groups dealt (shuffled, largest first) to the currently smallest fold."""
+    groups = np.asarray(groups)
+    names, counts = np.unique(groups, return_counts=True)
+    if len(names) < n_folds:
+        raise ValueError(f"{len(names)} groups cannot fill {n_folds} folds")
+    order = np.random.default_rng(seed).permutation(len(names))
+    order = order[np.argsort(-counts[order], kind="stable")]
+    size, fold_of = np.zeros(n_folds), {}
+    for i in order:
+        f = int(np.argmin(size))
+        fold_of[names[i]] = f
+        size[f] += counts[i]
+    return np.array([fold_of[g] for g in groups])
+
+
+def r2(y: np.ndarray, pred: np.ndarray) -> float:
+    ss = float(((y - y.mean()) ** 2).sum())
+    return 1.0 - float(((y - pred) ** 2).sum()) / ss if ss > 0 else float("nan")
+
+
+# ---------------------------------------------------------------------------- the MLP
+class ValueNet(nn.Module):
+    """Shared trunk, one linear head per target (A, log t_D, log t_V), on z-scored in/outputs."""
+
+    def __init__(self, n_in: int, hidden: int = 128, heads: int = 3) -> None:
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU())
+        self.heads = nn.Linear(hidden, heads)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.heads(self.trunk(x))
+
+
+@dataclass
+class Scaler:
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, x: np.ndarray) -> Scaler:
+        m, s = x.mean(0), x.std(0)
+        return cls(m.astype(np.float32), np.where(s > 1e-6 * np.maximum(1.0, np.abs(m)), s, 1.0).astype(np.float32))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return ((x - self.mean) / self.std).astype(np.float32)
+
+
+@dataclass
+class FittedValue:
+    net: ValueNet
+    xs: Scaler
+    ys: Scaler
+
+    @torch.inference_mode()
+    def predict(self, x: np.ndarray, batch: int = 65536) -> np.ndarray:
+        """[n, heads] in target units."""
+        out = [self.net(torch.from_numpy(self.xs(x[i:i + batch]))).numpy() for i in range(0, len(x), batch)]
+        return np.concatenate(out) * self.ys.std + self.ys.mean
+
+    def eta(self, x: np.ndarray) -> np.ndarray:
+        """eta_hat = A_hat / (t_D_hat + t_V_hat), tokens per ms."""
+        p = self.predict(x)
+        return np.maximum(p[:, 0], 0.0) / (np.exp(p[:, 1]) + np.exp(p[:, 2]))
+
+
+def fit_mlp(x: np.ndarray, y: np.ndarray, hidden: int = 128, steps: int = 3000, batch: int = 1024,
+            lr: float = 2e-3, seed: int = 0) -> FittedValue:
+    """Adam on MSE of z-scored targets, cosine learning-rate decay."""
+    torch.manual_seed(seed)
+    xs, ys = Scaler.fit(x), Scaler.fit(y)
+    X, Y = torch.from_numpy(xs(x)), torch.from_numpy(ys(y))
+    net = ValueNet(x.shape[1], hidden, y.shape[1])
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    for step in range(steps):
+        for pg in opt.param_groups:
+            pg["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
+        idx = torch.randint(len(X), (min(batch, len(X)),), generator=g)
+        loss = ((net(X[idx]) - Y[idx]) ** 2).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+    return FittedValue(net.eval(), xs, ys)
+
+
+def cv_r2(x: np.ndarray, y: np.ndarray, folds: np.ndarray, **fit_kw) -> np.ndarray:
+    """Held-out R^2 per target column, predictions pooled over the folds."""
+    pred = np.zeros_like(y)
+    for f in np.unique(folds):
+        tr, te = folds != f, folds == f
+        pred[te] = fit_mlp(x[tr], y[tr], **fit_kw).predict(x[te])
+    return np.array([r2(y[:, j], pred[:, j]) for j in range(y.shape[1])])
+
+
+def rank_signals(df: pd.DataFrame, candidates: Sequence[str], D: int, n_folds: int = 5, seed: int = 0,
+                 progress=None, **fit_kw) -> pd.DataFrame:
+    """The CV table: per candidate signal, R^2 of A with base + it (gain) and all ten minus it (drop)."""
+    folds = group_folds(df["qid"], n_folds, seed)
+    y = targets(df)[:, :1]
+    fit_kw = {"hidden": 64, "steps": 1200, **fit_kw}
+
+    def score(sigs: Sequence[str]) -> float:
+        out = float(cv_r2(value_inputs(df, sigs, D), y, folds, seed=seed, **fit_kw)[0])
+        if progress:
+            progress()
+        return out
+
+    base, full = score([]), score(candidates)
+    rows = []
+    for s in candidates:
+        with_s = score([s])
+        without = score([c for c in candidates if c != s])
+        rows.append({"signal": s, "r2_base_plus": with_s, "gain": with_s - base, "r2_all_minus": without,
+                     "drop": full - without})
+    table = pd.DataFrame(rows).sort_values(["gain", "drop"], ascending=False, ignore_index=True)
+    table["rank"] = np.arange(1, len(table) + 1)
+    table.attrs.update(r2_base=base, r2_all=full, folds=n_folds)
+    return table
