@@ -1,0 +1,79 @@
+"""`treegraft-lab check-lossless`: TreeGraft's greedy output vs the target's plain greedy `generate`.
+
+Every prompt (first turn) x every schedule; prints matches / total and, for a mismatch, the first
+divergence (position, tokens, and the target's logit gap between the two tokens there). Exits 1
+on any mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from treegraft_lab.commands.common import add_pair_arguments, load_pair_from_args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prompts", required=True, help="suite name (e.g. treegraft-suite) or a JSONL file")
+    parser.add_argument("--split", default="eval", help="eval, train or all")
+    parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many prompts")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--schedules", default="small,mid,10101", help="comma-separated schedules")
+    parser.add_argument("--budget", type=int, default=63)
+    parser.add_argument("--json", action="store_true", help="print one JSON object with matches and total")
+    add_pair_arguments(parser)
+
+
+def _divergence(pair, prompt_ids: list[int], ours: list[int], ref: list[int]) -> dict:
+    import torch
+
+    i = next((j for j, (a, b) in enumerate(zip(ours, ref)) if a != b), min(len(ours), len(ref)))
+    info = {"position": i, "ours": ours[i] if i < len(ours) else None, "reference": ref[i] if i < len(ref) else None}
+    if info["ours"] is not None and info["reference"] is not None:
+        x = torch.tensor([prompt_ids + ref[:i]], device=pair.device)
+        with torch.inference_mode():
+            logits = pair.target(input_ids=x, logits_to_keep=1).logits[0, -1].float()
+        info["logit_gap"] = float(logits[info["reference"]] - logits[info["ours"]])
+    return info
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    from tqdm.auto import tqdm
+
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.prompting import encode_prompt
+    from treegraft_lab.prompts import load_prompts
+
+    cats = args.categories.split(",") if args.categories else None
+    prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit)
+    schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
+    configs = {s: DecodeConfig(schedule=s, budget=args.budget) for s in schedules}  # validates early
+    pair = load_pair_from_args(args, require_mid=any(c.schedule_name != "small" for c in configs.values()))
+    matches, total, failures = 0, 0, []
+    for q in tqdm(prompts, desc="check-lossless", disable=args.json):
+        ids = encode_prompt(pair.tokenizer, q["turns"][0])
+        with torch.inference_mode():
+            out = pair.target.generate(torch.tensor([ids], device=pair.device), max_new_tokens=args.max_new_tokens,
+                                       do_sample=False, attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=pair.device))
+        ref = out[0, len(ids):].tolist()
+        for s, cfg in configs.items():
+            ours = TreeGraftDecoder(pair, cfg).generate(ids, max_new_tokens=args.max_new_tokens).token_ids
+            total += 1
+            if ours == ref:
+                matches += 1
+            else:
+                failures.append({"question_id": q["question_id"], "schedule": s, **_divergence(pair, ids, ours, ref)})
+    if args.json:
+        print(json.dumps({"matches": matches, "total": total, "mismatches": failures}))
+    else:
+        print(f"{matches} / {total} outputs identical to plain greedy decoding "
+              f"({len(prompts)} prompts x {len(schedules)} schedules, {args.max_new_tokens} new tokens, {pair.dtype})")
+        for f in failures:
+            print(f"  MISMATCH {f['question_id']} schedule {f['schedule']}: first divergence at position "
+                  f"{f['position']}: ours {f['ours']} vs reference {f['reference']}, "
+                  f"target logit gap {f.get('logit_gap', float('nan')):.4g}", file=sys.stderr)
+    return 0 if matches == total else 1

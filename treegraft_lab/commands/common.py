@@ -1,0 +1,53 @@
+"""Arguments and helpers shared by the decoding subcommands."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pair", default=None, help="registered pair name (default: smollm2-pocket)")
+    parser.add_argument("--target", default=None, help="target model: local folder, registered name or hub id")
+    parser.add_argument("--mid", default=None, help="mid drafter: local folder, registered name or hub id")
+    parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:N")
+    parser.add_argument("--dtype", default="auto", help="auto (bf16 where supported), bfloat16, float32, float16")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--schedule", default="10101", help="small, mid, adaptive, oracle or a 0/1 mask such as 10101")
+    parser.add_argument("--depth", type=int, default=5, help="draft steps per round (D)")
+    parser.add_argument("--width", type=int, default=10, help="frontier width (W)")
+    parser.add_argument("--budget", default="63", help="non-root nodes verified (B_ver), or auto")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--no-eg", action="store_true", help="turn off expanded graft-position selection")
+    parser.add_argument("--no-nd", action="store_true", help="turn off non-destructive grafting (overwrite)")
+    parser.add_argument("--seed", type=int, default=None)
+
+
+def load_pair_from_args(args: argparse.Namespace, require_mid: bool = True):
+    from treegraft_lab.models import load_pair
+
+    return load_pair(args.pair, target=args.target, mid=args.mid, device=args.device, dtype=args.dtype,
+                     require_mid=require_mid)
+
+
+def config_from_args(args: argparse.Namespace, **overrides):
+    from treegraft_lab.config import DecodeConfig
+
+    budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
+    kw = dict(schedule=args.schedule, depth=args.depth, width=args.width, budget=budget,
+              temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+              expanded_graft=not args.no_eg, non_destructive=not args.no_nd, seed=args.seed)
+    kw.update(overrides)
+    return DecodeConfig(**kw)
+
+
+def _int(text: str, flag: str) -> int:
+    from treegraft_lab.errors import TreeGraftError
+
+    try:
+        return int(text)
+    except ValueError:
+        raise TreeGraftError(f"{flag} must be an integer or 'auto', got {text!r}") from None
