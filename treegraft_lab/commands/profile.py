@@ -40,9 +40,9 @@ def ngram_step_ms(tokenizer, prompts: list[dict], context: int, width: int = 10,
     small.index.extend(ids)
     tree = DraftTree.start(ids[-1])
     frontier = [0]
-    for step in range(1, 4):  # grow a few levels with the drafter itself, then time one step
-        props = small.propose(tree, frontier, width) or [(f, ids[i], -1.0, 1) for i, f in enumerate(frontier)]
-        frontier = [tree.add_child(p, t, lp, SMALL, step, n)[0] for p, t, lp, n in props]
+    for step in range(1, 4):  # W distinct context tokens per level: a full-width frontier at depth 3
+        toks = list(dict.fromkeys(ids[step * 97 :]))[:width]
+        frontier = [tree.add_child(frontier[i % len(frontier)], t, -1.0, SMALL, step)[0] for i, t in enumerate(toks)]
     times = []
     for _ in range(reps):
         t = time.perf_counter()
