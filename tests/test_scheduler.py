@@ -101,8 +101,11 @@ def test_the_prefix_sharing_replay_matches_every_decoder_round():
     pair = noisy_pair()
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid"))
     dec.start([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6])
-    states, leaves, calls = replay_all(dec)
+    states, leaves, calls = replay_all(dec, shared_verify=False)
     assert len(states) == 31 and len(leaves) == 32 and len(calls) == 62 + 32
+    s2, shared, c2 = replay_all(dec, shared_verify=True, timed=5)
+    assert s2 == states and len(c2) == 62 + 5 and all(lf["check"] for lf in shared)
+    assert [lf["accepted"] for lf in shared] == [lf["accepted"] for lf in leaves]
     by = {lf["schedule"]: lf for lf in leaves}
     for bits in itertools.product((0, 1), repeat=5):
         info, _ = dec._round(MaskPolicy(bits), commit=False)

@@ -28,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-category", type=int, default=None, help="first N prompts of each category")
     parser.add_argument("--states", type=int, default=2, help="round starts sampled per prompt")
     parser.add_argument("--max-new", type=int, default=128, help="continuation length the starts are drawn from")
+    parser.add_argument("--exact-verify", action="store_true",
+                        help="verify (and time) every schedule alone instead of one forward over their path trie")
+    parser.add_argument("--timed", type=int, default=3, help="schedules per round start verified alone, timed")
     parser.add_argument("--shard", default="0/1", help="i/n: this job collects prompts i, i+n, ...")
     parser.add_argument("--costs", type=Path, default=None, help="cost profile JSON (default: fit own measurements)")
     parser.add_argument("--out", type=Path, default=None, help="folder (default: data/trajectories/<pair>)")
@@ -103,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         prof.save(args.measure_costs)
         print(json.dumps(prof.to_dict(), indent=1))
         return 0
-    cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard, decode=decode)
+    cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
+                        shared_verify=not args.exact_verify, timed=args.timed, decode=decode)
     meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
             **_drafter_record(getattr(pair, "mid_id", ""))}
     path = collect_shard(pair, prompts, cfg, out, costs, meta=meta, progress=not args.quiet)

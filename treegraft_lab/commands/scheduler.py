@@ -1,4 +1,8 @@
-"""`treegraft-lab scheduler info`: what a trained scheduler is, and what it costs online.
+"""`treegraft-lab scheduler info | replay | compare`: what a trained scheduler is, and what it buys.
+
+info: parameter count, signals, CV table, R^2, and the decision overhead measured here.
+replay: modelled tokens/s of its decisions on collected trajectories (e.g. of eval prompts).
+compare: a small interleaved tokens/s comparison of schedules on real decodes.
 
 overhead_share = median decision time of g_psi (feature computation included: a fresh
 StepContext computes its signals inside `decide`) / median target verification time (forward
@@ -22,6 +26,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-measure", action="store_true", help="skip the overhead measurement (no model loaded)")
     p.add_argument("--max-new", type=int, default=48, help="tokens decoded for the overhead measurement")
+    r = sub.add_parser("replay", help="modelled tokens/s of the artifact's decisions on collected trajectories")
+    r.add_argument("--pair", default="smollm2-pocket")
+    r.add_argument("--path", type=Path, default=None, help="artifact folder (default: data/scheduler/<pair>)")
+    r.add_argument("--trajectories", type=Path, required=True, help="a merged trajectories.parquet (e.g. eval)")
+    r.add_argument("--json", action="store_true")
+    c = sub.add_parser("compare", help="small interleaved tokens/s comparison of schedules on real decodes")
+    c.add_argument("--pair", default="smollm2-pocket")
+    c.add_argument("--split", default="eval")
+    c.add_argument("--per-category", type=int, default=2, help="prompts per category")
+    c.add_argument("--max-new", type=int, default=128)
+    c.add_argument("--schedules", default="small,mid,10101,adaptive", help="comma-separated (oracle is slow)")
+    c.add_argument("--threads", type=int, default=0)
+    c.add_argument("--json", type=Path, default=None, help="also write the rows and table here")
 
 
 def measure_overhead(pair_name: str, folder: Path, max_new: int = 48) -> dict:
@@ -50,13 +67,99 @@ def measure_overhead(pair_name: str, folder: Path, max_new: int = 48) -> dict:
             "rounds": len(verify_ms), "device": str(pair.device), "mid_calls_per_round": gen.stats["mid_calls_per_round"]}
 
 
+def compare(args: argparse.Namespace) -> dict:
+    """Decode each prompt with every schedule, rotating the order per prompt (interleaved).
+
+    tokens/s = new tokens / (prefill + round times): the oracle's replays are not counted, so
+    it is an upper bound in hindsight, not a usable schedule.
+    """
+    import torch
+
+    from treegraft_lab import load_pair, load_prompts
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    pair = load_pair(args.pair)
+    scheds = args.schedules.split(",")
+    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s)) for s in scheds}
+    rows = []
+    for i, p in enumerate(load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)):
+        for s in scheds[i % len(scheds):] + scheds[: i % len(scheds)]:
+            g = decs[s].generate(p["turns"][0], max_new_tokens=args.max_new)
+            t = g.stats["prefill_s"] + sum(r.round_s for r in g.rounds)
+            rows.append({"qid": p["question_id"], "category": p["category"], "schedule": s, "tokens": len(g.token_ids),
+                         "seconds": t, "tokens_per_round": g.stats["tokens_per_round"],
+                         "mid_calls_per_round": g.stats["mid_calls_per_round"]})
+            print(json.dumps(rows[-1]), flush=True)
+    table: dict = {}
+    for cat in ["overall", *sorted({r["category"] for r in rows})]:
+        sub = [r for r in rows if cat == "overall" or r["category"] == cat]
+        table[cat] = {s: sum(r["tokens"] for r in sub if r["schedule"] == s) / sum(r["seconds"] for r in sub if r["schedule"] == s)
+                      for s in scheds}
+    return {"rows": rows, "tokens_per_s": table, "threads": torch.get_num_threads()}
+
+
+def replay(args: argparse.Namespace, folder: Path) -> dict:
+    """Follow the artifact's decisions down every round start's schedule tree (profile-timed)."""
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from treegraft_lab.schedule import artifact
+    from treegraft_lab.schedule.distill import Student, compare_policies, replay_policy, student_net
+    from treegraft_lab.schedule.value import Scaler, student_inputs
+
+    art = artifact.load(folder)
+    net = student_net(len(art.inputs))
+    lin = [m for m in net if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for i, m in enumerate(lin):
+            m.weight.copy_(art.weights[f"l{i + 1}.weight"])
+            m.bias.copy_(art.weights[f"l{i + 1}.bias"])
+    stu = Student(net.eval(), Scaler(np.array(art.x_mean, np.float32), np.array(art.x_std, np.float32)),
+                  art.y_mean, art.y_std)
+    df = pd.read_parquet(args.trajectories)
+    chosen = replay_policy(df, lambda rows: stu.score(student_inputs(rows, art.signals, art.depth)) > 0, art.depth)
+    res = compare_policies(df, chosen)
+    res["schedules"] = chosen["schedule"].value_counts().head(10).to_dict()
+    res["round_starts"] = int(df["state"].nunique())
+    return res
+
+
+def _print_table(rep: dict) -> None:
+    cols = [k for k in rep if k != "by_category"]
+    print(f"{'category':<16}" + "".join(f"{c:>10}" for c in cols))
+    for name, row in [("overall", rep), *rep.get("by_category", {}).items()]:
+        print(f"{name:<16}" + "".join(f"{row[c]:>10.2f}" for c in cols))
+
+
 def run(args: argparse.Namespace) -> int:
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule import artifact
     from treegraft_lab.schedule.adaptive import artifact_dir
 
+    if args.scheduler_command == "compare":
+        res = compare(args)
+        if args.json:
+            args.json.write_text(json.dumps(res, indent=1) + "\n")
+        scheds = args.schedules.split(",")
+        print(f"\n{'tokens/s':<16}" + "".join(f"{s:>10}" for s in scheds))
+        for cat, row in res["tokens_per_s"].items():
+            print(f"{cat:<16}" + "".join(f"{row[s]:>10.2f}" for s in scheds))
+        return 0
+    if args.scheduler_command == "replay":
+        res = replay(args, args.path or artifact_dir(args.pair))
+        if args.json:
+            print(json.dumps(res, indent=1))
+        else:
+            print(f"modelled tokens/s on {res['round_starts']} round starts of {args.trajectories}:")
+            _print_table({k: v for k, v in res.items() if k not in ("schedules", "round_starts")})
+            print("adaptive's schedules:", res["schedules"])
+        return 0
     if args.scheduler_command != "info":
-        raise TreeGraftError("use `treegraft-lab scheduler info [--pair NAME] [--json]`")
+        raise TreeGraftError("use `treegraft-lab scheduler info [--pair NAME] [--json]` or `scheduler compare`")
     folder = args.path or artifact_dir(args.pair)
     art = artifact.load(folder)
     m = art.meta
@@ -81,8 +184,9 @@ def run(args: argparse.Namespace) -> int:
               f"{r['r2_all_minus']:>9.4f}{r['drop']:>9.4f}")
     print("\nheld-out R^2 of f_theta: " + ", ".join(f"{k} {v:.3f}" for k, v in out["r2"].items()))
     print("student (CV): " + ", ".join(f"{k} {v:.3f}" for k, v in out["student_cv"].items()))
-    print("modelled tokens/s on held-out round starts: "
-          + ", ".join(f"{k} {v:.2f}" for k, v in out["replay_tokens_per_s"].items()))
+    if out["replay_tokens_per_s"]:
+        print("\nmodelled tokens/s on held-out round starts (CV; collection cost profile):")
+        _print_table(out["replay_tokens_per_s"])
     if "overhead_share" in out:
         print(f"\ndecision {out['decide_ms_median']:.3f} ms / verification {out['verify_ms_median']:.1f} ms "
               f"(medians, {out['device']}): overhead_share {out['overhead_share']:.5f}")

@@ -187,11 +187,31 @@ def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int]) -
     return frontier, new, size
 
 
-def replay_all(dec) -> tuple[list[dict], list[dict], list[dict]]:
+def path_trie(root: int, trees: list[tuple[DraftTree, list[int]]]) -> tuple[DraftTree, list[dict[int, int]]]:
+    """The union of the kept parts of `trees`, merged by token path; and each tree's node -> trie id.
+
+    A node's target logits depend only on its token path, so one forward over the trie verifies
+    every tree at once.
+    """
+    trie, maps = DraftTree.start(root), []
+    for tree, kept in trees:
+        m = {0: 0}
+        for v in kept[1:]:  # increasing ids: a parent comes before its children
+            m[v], _ = trie.add_child(m[tree.parent[v]], tree.tokens[v], 0.0, SMALL, tree.depth[v])
+        maps.append(m)
+    return trie, maps
+
+
+def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
+               max_trie: int = 1536) -> tuple[list[dict], list[dict], list[dict]]:
     """Every schedule from the decoder's current round start, by DFS over shared prefixes.
 
     Returns (states, leaves, calls): states are the decision points (k, prefix, signals), leaves
     the full schedules (accepted, counts, measured times), calls the timed (kind, n, ms).
+    With `shared_verify` all 2^D trees are verified by one target forward over their path trie
+    (`path_trie`; skipped when it exceeds `max_trie` nodes) and only `timed` randomly chosen
+    schedules are also verified alone, timed, to feed the cost profile (their acceptance is
+    checked against the shared one: `leaf["check"]`). Otherwise every verification is timed.
     """
     cfg, D = dec.config, dec.config.depth
     if not cfg.greedy:
@@ -202,13 +222,19 @@ def replay_all(dec) -> tuple[list[dict], list[dict], list[dict]]:
     leaves: list[dict] = []
     calls: list[dict] = []
 
-    def leaf(tree: DraftTree, bits: tuple[int, ...], acc: dict) -> None:
-        kept = tree.prune(dec.budget)
+    finals: list[tuple[DraftTree, list[int]]] = []
+
+    def verify_alone(tree: DraftTree, kept: list[int]) -> tuple[int, float]:
         (path, _), t = dec._timed(lambda: accept_greedy(tree, kept, dec.target.forward_tree(tree, kept)))
         dec.target.rollback()
         calls.append({"kind": "verify", "n": len(kept), "ms": 1000 * t})
-        leaves.append({"schedule": "".join(map(str, bits)), "accepted": len(path) - 1, "kept": len(kept),
-                       "nodes": sum(tree.alive), **acc, "meas_verify_ms": 1000 * t})
+        return len(path) - 1, 1000 * t
+
+    def leaf(tree: DraftTree, bits: tuple[int, ...], acc: dict) -> None:
+        kept = tree.prune(dec.budget)
+        finals.append((tree, kept))
+        leaves.append({"schedule": "".join(map(str, bits)), "accepted": -1, "kept": len(kept),
+                       "nodes": sum(tree.alive), **acc, "meas_verify_ms": math.nan, "check": True})
 
     def visit(k: int, tree: DraftTree, bits: tuple[int, ...], last_new: list[int], expanded: list[int], acc: dict) -> None:
         if k > D:
@@ -232,9 +258,30 @@ def replay_all(dec) -> tuple[list[dict], list[dict], list[dict]]:
     try:
         visit(1, DraftTree.start(dec.root), (), [0], [],
               {"n_small": 0, "small_nodes": 0, "n_mid": 0, "mid_tokens": 0, "meas_draft_ms": 0.0})
+        pick = set(random.Random(seed).sample(range(len(leaves)), min(timed, len(leaves))))
+        trie, maps = path_trie(dec.root, finals) if shared_verify else (None, [])
+        if trie is not None and len(trie) <= max_trie:
+            best = dec.target.forward_tree(trie, list(range(len(trie)))).argmax(-1)
+            dec.target.rollback()
+            for lf, (tree, kept), m in zip(leaves, finals, maps):
+                path, _ = accept_greedy(tree, kept, _onehot_rows(best, [m[v] for v in kept]))
+                lf["accepted"] = len(path) - 1
+        for i, (lf, (tree, kept)) in enumerate(zip(leaves, finals)):
+            if lf["accepted"] < 0 or i in pick:
+                acc, lf["meas_verify_ms"] = verify_alone(tree, kept)
+                lf["check"] = lf["accepted"] < 0 or acc == lf["accepted"]
+                lf["accepted"] = acc
     finally:
         dec.replaying = False
     return states, leaves, calls
+
+
+def _onehot_rows(best: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """Rows whose argmax is `best[rows]` (all `accept_greedy` reads from the logits)."""
+    sel = best[rows]
+    out = torch.zeros(len(rows), int(sel.max()) + 1)
+    out[torch.arange(len(rows)), sel] = 1.0
+    return out
 
 
 def state_rows(states: list[dict], leaves: list[dict], base: dict) -> list[dict]:
@@ -253,12 +300,15 @@ def state_rows(states: list[dict], leaves: list[dict], base: dict) -> list[dict]
 # ---------------------------------------------------------------------------- one shard
 @dataclass
 class CollectConfig:
-    """What to collect: `states` round starts per prompt sampled from the first `max_new` tokens."""
+    """What to collect: `states` round starts per prompt, at positions drawn uniformly from the first
+    `max_new` tokens of the target's greedy answer (which is decoded only as far as needed)."""
 
     states: int = 2
     max_new: int = 128
     seed: int = 0
     shard: tuple[int, int] = (0, 1)
+    shared_verify: bool = True  # one target forward over the path trie of all 2^D trees
+    timed: int = 3  # schedules per round start also verified alone, timed (the cost profile's data)
     decode: dict = field(default_factory=dict)  # DecodeConfig overrides (depth, width, budget, ...)
 
 
@@ -280,7 +330,7 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
 
     from treegraft_lab.baselines import autoregressive
     from treegraft_lab.decoder import TreeGraftDecoder
-    from treegraft_lab.prompting import encode_prompt
+    from treegraft_lab.prompting import encode_prompt, eos_ids
 
     i, n = cfg.shard
     if not 0 <= i < n:
@@ -297,6 +347,7 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         done = set(old["qid"].astype(str))
     dcfg = DecodeConfig(**{**cfg.decode, "schedule": "mid", "temperature": 0.0})
     dec = TreeGraftDecoder(pair, dcfg)
+    stop = eos_ids(pair.tokenizer, pair.target)
     rng = random.Random(f"{cfg.seed}-{i}-{n}")
     todo = [p for p in mine if str(p["question_id"]) not in done]
     bar = tqdm(total=len(todo) * cfg.states, desc=f"collect {i}/{n}", unit="state", mininterval=5, disable=not progress)
@@ -318,12 +369,14 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
     state_id = max((int(r["state"].split(":")[-1]) for r in rows), default=-1) + 1 if rows else 0
     for p in todo:
         ids = encode_prompt(pair.tokenizer, p["turns"][0])
-        cont = autoregressive(pair, ids, max_new_tokens=cfg.max_new).token_ids
-        spots = sorted(rng.sample(range(len(cont)), min(cfg.states, len(cont))))
+        spots = sorted(rng.sample(range(cfg.max_new), min(cfg.states, cfg.max_new)))
+        cont = autoregressive(pair, ids, max_new_tokens=spots[-1]).token_ids if spots[-1] else []
+        ended = bool(cont) and cont[-1] in stop  # no round starts after the end of the answer
+        spots = [j for j in spots if j < len(cont) + (not ended)]
         for j in spots:
             dec.start(ids + cont[:j])
             dec.prompt_len = len(ids)
-            st, lv, cl = replay_all(dec)
+            st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
             base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{i}:{state_id}",
                     "position": j, "prompt_len": len(ids), "D": dcfg.depth}
             rows += state_rows(st, lv, base)

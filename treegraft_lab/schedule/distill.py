@@ -139,14 +139,24 @@ def throughput(out: pd.DataFrame) -> float:
 def compare_policies(df: pd.DataFrame, adaptive: pd.DataFrame,
                      masks: Sequence[str] = ("00000", "11111", "10101")) -> dict:
     """Modelled tokens/s of the adaptive rounds (from `replay_policy`), fixed masks and the
-    per-round oracle (best schedule in hindsight) on the same round starts `df`."""
-    res = {"adaptive": throughput(adaptive)}
-    for m in masks:
-        res[m] = throughput(df[(df["k"] == 1) & (df["schedule"] == m)])
-    first = df[df["k"] == 1].assign(eta=lambda d: (d["accepted"] + 1) / (d["t_draft_ms"] + d["t_verify_ms"]))
+    per-round oracle (best schedule in hindsight) on the same round starts `df`; overall and
+    per category (`by_category`)."""
     keys = [c for c in ("state", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
-    res["oracle"] = throughput(first.loc[first.groupby(keys)["eta"].idxmax()])
-    return res
+    first = df[df["k"] == 1].assign(eta=lambda d: (d["accepted"] + 1) / (d["t_draft_ms"] + d["t_verify_ms"]))
+    oracle = first.loc[first.groupby(keys)["eta"].idxmax()]
+
+    def table(cat: str | None) -> dict:
+        def sel(d: pd.DataFrame) -> pd.DataFrame:
+            return d if cat is None else d[d["category"] == cat]
+
+        res = {"adaptive": throughput(sel(adaptive))}
+        res.update({m: throughput(sel(first[first["schedule"] == m])) for m in masks})
+        res["oracle"] = throughput(sel(oracle))
+        return res
+
+    out = table(None)
+    out["by_category"] = {c: table(c) for c in sorted(df["category"].unique())}
+    return out
 
 
 def student_decider(student: Student, signals: Sequence[str], D: int) -> Callable[[pd.DataFrame], np.ndarray]:
