@@ -49,7 +49,9 @@ def test_labels_never_overlap_at_budget_63(run63, step):
     for rd in range(3):
         fig = tree_figure(run63, rd, step)
         boxes = label_boxes(fig)
-        assert len(boxes) >= 0.3 * len(run63.tree_at(rd, step)), "most nodes should keep a label"
+        assert len(boxes) >= 0.25 * len(run63.tree_at(rd, step)), "many nodes should keep a label"
+        plot_w = fig.layout.width - MARGIN["l"] - MARGIN["r"]
+        assert all(0 <= lo and hi <= plot_w for _, lo, hi, _ in boxes), "a label would be clipped at the edge"
         rows: dict = {}
         for y, lo, hi, t in boxes:
             rows.setdefault(y, []).append((lo, hi, t))
@@ -67,7 +69,7 @@ def test_tree_has_a_legend_for_every_drafter_and_hidden_axes(run63):
     fig = tree_figure(run63, 0)
     names = {tr.name for tr in fig.data if tr.showlegend is not False}
     assert set(DRAFTER_LABELS.values()) <= names
-    assert {"accepted path", "pruned by the budget (faded)"} <= names
+    assert {"accepted path", "pruned (faded)", "dead (overwritten)"} <= names
     assert fig.layout.xaxis.visible is False and fig.layout.yaxis.visible is False
 
 

@@ -120,6 +120,7 @@ class StepThroughViewer(W.VBox):
             w.observe(self._changed, "value")
         self._changed()
         super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned]), self.info, self.figure, self.text])
+        self.add_class("tg-viewer")
 
     def _run_label(self, r: int) -> str:
         row = _row(self.run.runs, run=r)
@@ -219,6 +220,7 @@ class SchedulePlayground(W.VBox):
             self.status.value += " <b>No model pair given: replay is off.</b>"
         super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]), W.HBox([self.eg, self.nd, self.budget]),
                           self.button, self.table, self.show, self.figure])
+        self.add_class("tg-playground")
 
     def _label(self, i: int) -> None:
         t = self.toggles[i]

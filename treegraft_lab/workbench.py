@@ -7,8 +7,11 @@ two on a 2-core CPU (one or two prompts, a few dozen tokens, small budgets).
 
 from __future__ import annotations
 
+import functools
 import os
 import types
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,23 +41,29 @@ def sizes(smoke_mode: bool | None = None) -> Sizes:
     """The notebook sizes: tiny under SMOKE=1, the full ones otherwise."""
     s = smoke() if smoke_mode is None else smoke_mode
     if s:
-        return Sizes(True, prompts=2, per_category=1, max_new_tokens=20, budget=20)
+        return Sizes(True, prompts=2, per_category=1, max_new_tokens=16, budget=16)
     return Sizes(False, prompts=12, per_category=2, max_new_tokens=96, budget=63)
 
 
+@functools.lru_cache(maxsize=2)
 def demo_pair(device: str = "auto") -> Any:
     """The offline pair `smollm2-pocket`; before its drafter exists, a stand-in with the target as mid.
 
     The stand-in is only for development of views: its "mid drafter" IS the target, so every mid
     proposal is accepted and mid calls cost a full target forward. A note is printed when used.
     """
+    from transformers.utils import logging as hf_logging
+
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.models import load_pair
 
+    hf_logging.disable_progress_bar()  # no "Loading weights" bar widget in notebook outputs
     try:
         return load_pair("smollm2-pocket", device=device)
     except TreeGraftError as e:
-        pair = load_pair("smollm2-pocket", device=device, require_mid=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pair = load_pair("smollm2-pocket", device=device, require_mid=False)
         print(f"note: using a stand-in pair (the target as its own mid drafter): {e}")
         return types.SimpleNamespace(
             name="smollm2-standin", tokenizer=pair.tokenizer, target=pair.target,
@@ -79,25 +88,74 @@ def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int) -> A
     return run
 
 
-def sample_run_dir() -> Path:
-    """Where notebooks share a recorded sample run (`SAMPLE_RUN` overrides it)."""
-    env = os.environ.get("SAMPLE_RUN")
-    return Path(env) if env else RUNS_DIR / ("sample-smoke" if smoke() else "sample")
+def runs_dir() -> Path:
+    """Where notebooks keep the runs they record: `$TREEGRAFT_RUNS_DIR`, else `data/runs/`."""
+    env = os.environ.get("TREEGRAFT_RUNS_DIR")
+    return Path(env) if env else RUNS_DIR
 
 
-def sample_run(pair_factory=demo_pair, prompt: str = "Explain what a hash map is, with a short example.",
-               config: Any = None, max_new_tokens: int | None = None) -> Any:
-    """Load the shared sample run from `sample_run_dir()`, or record it once (needs the model)."""
-    from treegraft_lab import DecodeConfig, load_run
+def cached_run(name: str, record: Callable[[], Any]) -> Any:
+    """Load the run saved as `name` (suffixed `-smoke` under SMOKE=1), or call `record()` and save it.
 
-    path = sample_run_dir()
-    if (path / "meta.json").exists():
+    Set `RERECORD=1` to record afresh. Views need only the saved tables, never the model.
+    """
+    from treegraft_lab import load_run
+
+    path = runs_dir() / (name + ("-smoke" if smoke() else ""))
+    if (path / "meta.json").exists() and os.environ.get("RERECORD", "") in ("", "0"):
+        print(f"loaded the recorded run {path} (set RERECORD=1 to record it again)")
         return load_run(path)
-    S = sizes()
-    config = config or DecodeConfig(schedule="10101", budget=S.budget)
-    run = record_runs(pair_factory(), [prompt], config, max_new_tokens or S.max_new_tokens)
+    run = record()
     run.save(path)
+    print(f"recorded and saved to {path}")
     return run
+
+
+SAMPLE_PROMPT = "Explain what a hash map is, with a short example."
+
+
+def sample_run() -> Any:
+    """The shared sample run of the notebooks: one prompt, schedule 10101 (mid at steps 1, 3, 5)."""
+    from treegraft_lab import DecodeConfig
+
+    S = sizes()
+    return cached_run("sample", lambda: record_runs(demo_pair(), [SAMPLE_PROMPT],
+                                                    DecodeConfig(schedule="10101", budget=S.budget), S.max_new_tokens))
+
+
+SUITE_SMOKE_CATEGORIES = ("math", "code")  # short prompts: cheap prefill
+
+
+def suite_prompts(limit: int | None = None) -> list[dict]:
+    """Eval prompts of the treegraft suite: `per_category` of each category (SMOKE: math, then code)."""
+    from treegraft_lab import load_prompts
+
+    S = sizes()
+    cats = list(SUITE_SMOKE_CATEGORIES) if S.smoke else None
+    rows = load_prompts("treegraft-suite", split="eval", categories=cats, per_category=S.per_category)
+    if cats:
+        rows.sort(key=lambda r: cats.index(r["category"]))
+    return rows[: limit or S.prompts]
+
+
+def suite_run(schedule: str = "10101", limit: int | None = None, max_new_tokens: int | None = None,
+              **config: Any) -> Any:
+    """The suite prompts decoded with `schedule` (and any DecodeConfig overrides), recorded once."""
+    from treegraft_lab import DecodeConfig
+
+    S = sizes()
+    cfg = DecodeConfig(schedule=schedule, **{"budget": S.budget, **config})
+    extra = "".join(f"-{k}={v}" for k, v in sorted(config.items()))
+    n = max_new_tokens or S.max_new_tokens
+    name = f"suite-{schedule}{extra}" + (f"-n{limit}" if limit else "") + (f"-t{n}" if max_new_tokens else "")
+    return cached_run(name, lambda: record_runs(demo_pair(), suite_prompts(limit), cfg, n))
+
+
+def figures_dir() -> Path:
+    """Where notebooks save figures: `runs_dir()/figures`."""
+    path = runs_dir() / "figures"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 # ---------------------------------------------------------------------------- run maths
@@ -241,3 +299,82 @@ def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int 
         "category": "synthetic", "question_id": "0",
     }])
     return Run(**frames, meta={"synthetic": True})
+
+
+# ---------------------------------------------------------------------------- signal importance (numpy)
+
+
+def group_folds(groups, n_folds: int = 5) -> Any:
+    """Fold index per row so that every group (prompt) sits in exactly one fold."""
+    import numpy as np
+
+    uniq = list(dict.fromkeys(groups))
+    n = max(2, min(n_folds, len(uniq)))
+    fold_of = {g: i % n for i, g in enumerate(uniq)}
+    return np.array([fold_of[g] for g in groups])
+
+
+def _ridge(X: Any, y: Any, alpha: float = 1.0) -> tuple[Any, Any, Any, float]:
+    import numpy as np
+
+    mu, sd = X.mean(0), X.std(0) + 1e-9
+    Z = (X - mu) / sd
+    w = np.linalg.solve(Z.T @ Z + alpha * np.eye(Z.shape[1]), Z.T @ (y - y.mean()))
+    return w, mu, sd, float(y.mean())
+
+
+def _predict(model: tuple, X: Any) -> Any:
+    w, mu, sd, b = model
+    return ((X - mu) / sd) @ w + b
+
+
+def grouped_cv_r2(X: Any, y: Any, groups, n_folds: int = 5) -> float:
+    """Out-of-fold R^2 of a ridge regression, folds grouped by prompt (no prompt in train and test)."""
+    import numpy as np
+
+    folds, pred = group_folds(groups, n_folds), np.zeros(len(y))
+    for f in np.unique(folds):
+        tr, te = folds != f, folds == f
+        pred[te] = _predict(_ridge(X[tr], y[tr]), X[te])
+    return float(1 - ((y - pred) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-12))
+
+
+def signal_importance(table: pd.DataFrame, signals, target: str = "accepted", n_folds: int = 5,
+                      repeats: int = 5, seed: int = 0) -> pd.DataFrame:
+    """Per signal: grouped-CV R^2 alone (with the step k), and held-out permutation importance.
+
+    `table` has one row per draft step (e.g. `viz.stats.signal_table(run)`), a `run` column to
+    group by, the signals and `target`. Permutation importance = drop of out-of-fold R^2 of the
+    all-signal ridge model when one signal is shuffled within the test fold.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    y = table[target].to_numpy(float)
+    groups = table["run"].tolist()
+    k = table[["step"]].to_numpy(float)
+    X = table[list(signals)].to_numpy(float)
+    folds = group_folds(groups, n_folds)
+    base_rows = []
+    for f in np.unique(folds):
+        tr, te = folds != f, folds == f
+        base_rows.append((te, _ridge(np.hstack([k[tr], X[tr]]), y[tr])))
+
+    def oof(perm: int | None) -> float:
+        pred = np.zeros(len(y))
+        for te, model in base_rows:
+            Xt = np.hstack([k[te], X[te]])
+            if perm is not None:
+                Xt[:, perm + 1] = rng.permutation(Xt[:, perm + 1])
+            pred[te] = _predict(model, Xt)
+        return float(1 - ((y - pred) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-12))
+
+    full, k_only = oof(None), grouped_cv_r2(k, y, groups, n_folds)
+    rows = []
+    for i, s in enumerate(signals):
+        alone = grouped_cv_r2(np.hstack([k, X[:, [i]]]), y, groups, n_folds)
+        perm = float(np.mean([full - oof(i) for _ in range(repeats)]))
+        rows.append({"signal": s, "cv_r2_with_k": alone, "gain_over_k": alone - k_only, "permutation_drop": perm})
+    out = pd.DataFrame(rows).sort_values("gain_over_k", ascending=False, ignore_index=True)
+    out.attrs.update(r2_all=full, r2_k_only=k_only, folds=int(len(np.unique(folds))))
+    return out

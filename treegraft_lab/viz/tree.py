@@ -29,14 +29,14 @@ import pandas as pd
 import plotly.graph_objects as go
 
 COLORS = {"root": "#4d4d4d", "small": "#2a7fdb", "mid": "#e8590c", "both": "#7b2cbf"}
-DRAFTER_LABELS = {"root": "root (last committed token)", "small": "small drafter (n-gram)",
-                  "mid": "mid drafter (LM)", "both": "both drafters"}
+DRAFTER_LABELS = {"root": "root (last token)", "small": "small (n-gram)", "mid": "mid (LM)", "both": "both drafters"}
 ACCEPT_COLOR = "#f5b700"
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 FONT_SIZE = 10
 CHAR_W = 0.62 * FONT_SIZE  # px per character of the monospace label font (DejaVu Sans Mono: 0.602 em)
 LEAF_PX, ROW_PX = 34, 78  # preferred px per leaf column and per depth row
-MARGIN = {"l": 10, "r": 250, "t": 48, "b": 10, "autoexpand": False}  # r: the legend
+MARGIN = {"l": 10, "r": 175, "t": 48, "b": 10, "autoexpand": False}  # r: the legend
+MAX_WIDTH = 1000  # px: fits a notebook's output area; pass width= for a larger screen
 SIZE_MIN, SIZE_MAX = 7, 20
 
 
@@ -95,8 +95,9 @@ def fit_label(text: str, room_px: float) -> str:
     return out + "…" if len(out) >= 1 and label_width(out + "…") <= room_px else ""
 
 
-def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, pad: float = 4.0) -> dict[int, str]:
-    """Labels that cannot overlap: each gets at most the distance to its nearest same-row neighbour."""
+def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, xr: list, pad: float = 4.0) -> dict[int, str]:
+    """Labels that cannot overlap: each gets at most the distance to its nearest same-row neighbour,
+    and stays inside the x range `xr` (plotly clips text at the axes)."""
     out: dict[int, str] = {}
     by_row: dict[float, list[tuple[float, int]]] = {}
     for v in rows["node"]:
@@ -106,7 +107,8 @@ def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, pad: float = 4.0)
         xs.sort()
         for i, (x, v) in enumerate(xs):
             gaps = [abs(x - xs[j][0]) for j in (i - 1, i + 1) if 0 <= j < len(xs)]
-            room = (min(gaps) * px_per_x if gaps else 8 * LEAF_PX) - pad
+            edge = 2 * min(x - xr[0], xr[1] - x) * px_per_x
+            room = min(min(gaps) * px_per_x if gaps else 8 * LEAF_PX, edge) - pad
             out[v] = fit_label(short_token(str(text[v])), room)
     return out
 
@@ -194,11 +196,11 @@ def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bo
 def _legend_keys(final: bool) -> list[go.Scatter]:
     """Legend-only entries explaining the marks (invisible points at no position)."""
     keys = [(DRAFTER_LABELS[w], {"color": c, "size": 11}, True) for w, c in COLORS.items()]
-    keys += [("pruned by the budget (faded)", {"color": "#999", "opacity": 0.25, "size": 11}, final),
-            ("dead: overwritten (w/o ND)", {"color": "#999", "symbol": "x", "size": 11}, True),
-            ("created at this step", {"color": "white", "size": 11, "line": {"color": "#111", "width": 3}}, not final),
-            ("frontier expanded at this step", {"color": "#999", "symbol": "diamond", "size": 11}, not final),
-            ("larger = higher path score s(v)", {"color": "#bbb", "size": 15}, True)]
+    keys += [("pruned (faded)", {"color": "#999", "opacity": 0.25, "size": 11}, final),
+            ("dead (overwritten)", {"color": "#999", "symbol": "x", "size": 11}, True),
+            ("new at this step", {"color": "white", "size": 11, "line": {"color": "#111", "width": 3}}, not final),
+            ("frontier expanded", {"color": "#999", "symbol": "diamond", "size": 11}, not final),
+            ("bigger: higher s(v)", {"color": "#bbb", "size": 15}, True)]
     return [go.Scatter(x=[None], y=[None], mode="markers", name=n, marker=m, showlegend=show, hoverinfo="skip")
             for n, m, show in keys]
 
@@ -213,10 +215,10 @@ def _round_rows(run, round: int, step: int | None, run_id: int) -> pd.DataFrame:
     return rows
 
 
-def _canvas(pos: dict) -> tuple[int, int, float, list, list]:
+def _canvas(pos: dict, width: int | None = None) -> tuple[int, int, float, list, list]:
     xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
     n_cols = max(xs) - min(xs) + 1
-    width = int(min(max(LEAF_PX * (n_cols + 1.4) + MARGIN["l"] + MARGIN["r"], 760), 1700))
+    width = width or int(min(max(LEAF_PX * (n_cols + 1.4) + MARGIN["l"] + MARGIN["r"], 640), MAX_WIDTH))
     height = int(ROW_PX * (max(-min(ys), 1) + 1) + MARGIN["t"] + MARGIN["b"] + 20)
     xr = [min(xs) - 0.7, max(xs) + 0.7]
     px_per_x = (width - MARGIN["l"] - MARGIN["r"]) / (xr[1] - xr[0])
@@ -240,19 +242,20 @@ def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> st
 
 
 def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stable: bool = True,
-                show_pruned: bool = True) -> go.Figure:
+                show_pruned: bool = True, width: int | None = None) -> go.Figure:
     """The draft tree of `round` after draft `step` (None: the final pruned and verified tree).
 
     stable: lay out every node the round ever created, so nodes keep their place from step to
-    step. show_pruned: draw nodes cut by the budget (faded) in the final tree.
+    step. show_pruned: draw nodes cut by the budget (faded) in the final tree. width: figure
+    width in px (default: by leaf count, at most MAX_WIDTH); labels are fitted to it.
     """
     final_rows = _round_rows(run, round, None, run_id)
     rows = final_rows if step is None else _round_rows(run, round, step, run_id)
     if step is None and not show_pruned:
         rows = rows[rows["kept"].astype(bool)]
     pos = tidy_layout(final_rows if stable and (show_pruned or step is not None) else rows)
-    width, height, px_per_x, xr, yr = _canvas(pos)
-    labels = fit_labels(rows, pos, px_per_x)
+    width, height, px_per_x, xr, yr = _canvas(pos, width)
+    labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
     fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
     _style(fig, width, height, xr, yr, _title(run, round, step, run_id, depth_max))
@@ -270,18 +273,18 @@ def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: s
     )
 
 
-def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900) -> go.Figure:
+def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, width: int | None = None) -> go.Figure:
     """One frame per draft step of `round`, then the pruned and verified tree; play and slider."""
     final_rows = _round_rows(run, round, None, run_id)
     pos = tidy_layout(final_rows)
-    width, height, px_per_x, xr, yr = _canvas(pos)
+    width, height, px_per_x, xr, yr = _canvas(pos, width)
     steps = sorted(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].unique())
     frames = []
     for k in [*steps, None]:
         rows = final_rows if k is None else _round_rows(run, round, int(k), run_id)
         name = "verify" if k is None else f"step {k}"
         title = _title(run, round, None if k is None else int(k), run_id, int(max(steps)))
-        frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x), final=k is None),
+        frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=k is None),
                                layout={"title": {"text": title}}))
     fig = go.Figure(data=frames[0].data, frames=frames)
     _style(fig, width, height + 70, xr, yr, frames[0].layout.title.text)
