@@ -68,7 +68,7 @@ class SubVocabHead(nn.Module):
 
 def target_fingerprint(target_model: nn.Module) -> str:
     """A cheap, stable fingerprint of the target's weights (shape + sampled values)."""
-    sd = target_model.state_dict()
+    sd = dict(target_model.named_parameters())
     h = hashlib.sha256()
     for name in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
                  "model.norm.weight"):
@@ -77,8 +77,8 @@ def target_fingerprint(target_model: nn.Module) -> str:
             continue
         h.update(name.encode())
         h.update(str(tuple(t.shape)).encode())
-        flat = t.detach().reshape(-1).float()
-        h.update(flat[:: max(1, flat.numel() // 4096)].numpy().round(4).tobytes())
+        flat = t.detach().reshape(-1)
+        h.update(flat[:: max(1, flat.numel() // 4096)].float().numpy().round(4).tobytes())
     h.update(str(len(getattr(target_model.model, "layers", []))).encode())
     return h.hexdigest()[:16]
 
@@ -116,7 +116,8 @@ def build_drafter_skeleton(target_model: nn.Module, layers: list[int]) -> Any:
     drafter.model.embed_tokens = tm.embed_tokens  # shared module: the same tensor, not a copy
     drafter.model.norm = copy.deepcopy(tm.norm)
     drafter.model.rotary_emb = copy.deepcopy(tm.rotary_emb)
-    drafter.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, dtype=dtype)
+    with torch.device("meta"):  # no init of a throw-away 49k x H matrix
+        drafter.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, dtype=dtype)
     drafter.lm_head.weight = tm.embed_tokens.weight
     drafter.config.dtype = dtype
     drafter.generation_config = copy.deepcopy(target_model.generation_config)
