@@ -94,7 +94,8 @@ def format_card(name: str, r: dict) -> str:
     lines = [f"{name}: drafter {r['drafter']}",
              f"  layers {r['layers']}  sub-vocab {r['sub_vocab']}  lora rank {r['lora_rank']}",
              f"  eval prompts: {r['eval_prompts']} ({r['n_prompts']} prompts, {r['positions']} positions)",
-             f"  agreement (greedy top-1, teacher-forced): {r['agreement']:.3f}"]
+             f"  agreement (greedy top-1, teacher-forced): {r['agreement']:.3f}  "
+             f"(target top-1 inside the head's sub-vocabulary: {r['sub_vocab_coverage']:.3f})"]
     for c, v in r["agreement_per_category"].items():
         lines.append(f"    {c:<20} {v:.3f}  ({r['positions_per_category'][c]} positions)")
     lines += [f"  chain k={r['chain_k']}: mean accepted {r['chain_mean_accepted']:.2f}, "

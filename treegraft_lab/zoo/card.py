@@ -125,6 +125,8 @@ def agreement(target: Any, drafter: Any, conts: list[dict[str, Any]], k: int = 4
     """Teacher-forced top-1 agreement (per category, overall) and simulated chain acceptance."""
     per_cat: dict[str, list[int]] = {}
     hits_all: list[int] = []
+    covered: list[bool] = []
+    sub_ids = getattr(drafter.lm_head, "token_ids", None)
     acc_rounds: list[int] = []
     for c in conts:
         seq = torch.tensor([list(c["prompt"]) + list(c["gen"])])
@@ -135,6 +137,8 @@ def agreement(target: Any, drafter: Any, conts: list[dict[str, Any]], k: int = 4
         ld = drafter(input_ids=seq, use_cache=False, logits_to_keep=n + 1).logits[0, :n]
         assert seq.shape[1] == p + n
         hits = (lt.argmax(-1) == ld.argmax(-1)).int().tolist()
+        if sub_ids is not None:
+            covered.extend(torch.isin(lt.argmax(-1), sub_ids).tolist())
         per_cat.setdefault(c["category"], []).extend(hits)
         hits_all.extend(hits)
         t = 0
@@ -149,6 +153,7 @@ def agreement(target: Any, drafter: Any, conts: list[dict[str, Any]], k: int = 4
         "agreement_per_category": {c: float(np.mean(h)) for c, h in sorted(per_cat.items())},
         "positions": len(hits_all),
         "positions_per_category": {c: len(h) for c, h in sorted(per_cat.items())},
+        "sub_vocab_coverage": float(np.mean(covered)) if covered else 1.0,
         "chain_k": k,
         "chain_mean_accepted": float(np.mean(acc_rounds)) if acc_rounds else float("nan"),
         "chain_mean_tokens_per_round": float(np.mean(acc_rounds)) + 1 if acc_rounds else float("nan"),
@@ -232,6 +237,8 @@ continuations of up to {res['max_new_tokens']} tokens, {res['positions']} positi
 {cats}
 | **overall** | **{res['agreement']:.3f}** | {res['positions']} |
 
+- The target's top-1 token lies inside the head's sub-vocabulary at {res['sub_vocab_coverage']:.3f}
+  of the eval positions (the rest cannot be matched).
 - Chain speculative decoding, k = {res['chain_k']}, greedy (simulated on the teacher-forced
   continuation): mean accepted drafted tokens per round {res['chain_mean_accepted']:.2f}, tokens per
   round incl. the bonus token {res['chain_mean_tokens_per_round']:.2f}.
