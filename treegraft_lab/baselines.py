@@ -17,11 +17,11 @@ import torch
 
 from treegraft_lab import kv
 from treegraft_lab.config import DecodeConfig
-from treegraft_lab.decoder import Generation, RoundInfo, TreeGraftDecoder
+from treegraft_lab.decoder import Generation, TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.tree import MID, SMALL, DraftTree
-from treegraft_lab.verify import accept_greedy, accept_sampling, warp
+from treegraft_lab.verify import warp
 
 
 @torch.inference_mode()
@@ -68,9 +68,9 @@ class CascadeDecoder(TreeGraftDecoder):
             raise TreeGraftError("the cascade baseline needs a mid drafter: load the pair with a mid model")
         super().__init__(pair, config, schedule="mid", **{k: v for k, v in overrides.items() if k != "schedule"})
 
-    def _round(self, policy, commit: bool = True):
-        cfg, t0 = self.config, time.perf_counter()
-        self._emit("round.start", root=self.root, committed=len(self.ids))
+    def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
+        """The small drafter's chain, checked and overwritten by the mid drafter (no tree)."""
+        cfg = self.config
         tree, v = DraftTree.start(self.root), 0
         for k in range(1, cfg.depth + 1):  # the small drafter's chain: its best continuation each step
             prop = self.small.propose(tree, [v], 1)
@@ -79,7 +79,7 @@ class CascadeDecoder(TreeGraftDecoder):
             v, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
         chain = tree.path(v)
         (_, mid_s), calls = self._timed(self.mid.score, tree, chain), 1
-        cut = 0  # the mid drafter keeps the chain up to its first disagreement
+        cut = 0  # the mid drafter keeps the chain up to its first disagreement ...
         for u in chain[1:]:
             if tree.tokens[u] != int(self.mid.rows[self.mid.row[tree.parent[u]]].argmax()):
                 break
@@ -95,26 +95,4 @@ class CascadeDecoder(TreeGraftDecoder):
             row = self.mid.rows[self.mid.row[v]]
             tok = int(row.argmax())
             v, _ = tree.add_child(v, tok, float(row[tok]), MID, tree.depth[v] + 1)
-        kept = tree.path(v)
-        t1 = time.perf_counter()
-        logits, t_fwd = self._timed(self.target.forward_tree, tree, kept)
-        if cfg.greedy:
-            path, bonus = accept_greedy(tree, kept, logits)
-        else:
-            path, bonus = accept_sampling(tree, kept, warp(logits, cfg.temperature, cfg.top_k, cfg.top_p), self.generator)
-        t2 = time.perf_counter()
-        self._emit("round.verify", cfg.depth, tree, kept=kept, logits=logits, path=path, bonus=bonus)
-        emitted = [tree.tokens[u] for u in path[1:]] + [bonus]
-        if commit:
-            self.target.commit(kept, path)
-            self.mid.commit(tree, path)
-            self.small.index.extend(emitted)
-            self.ids += emitted
-            self.root = bonus
-        else:
-            self.target.rollback()
-            self.mid.rollback()
-        info = RoundInfo(len(path) - 1, "csd", calls, sum(tree.alive), len(kept) - 1, t1 - t0, t2 - t1,
-                         t_fwd + mid_s, time.perf_counter() - t0)
-        self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
-        return info, emitted
+        return tree, "csd", calls, mid_s

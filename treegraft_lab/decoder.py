@@ -156,36 +156,57 @@ class TreeGraftDecoder:
     # ---- one round --------------------------------------------------------------------------------
     def _round(self, policy, commit: bool = True) -> tuple[RoundInfo, list[int]]:
         """Draft D steps, prune, verify, accept. Returns (info, emitted tokens)."""
-        cfg, t0 = self.config, time.perf_counter()
+        t0 = time.perf_counter()
         self._emit("round.start", root=self.root, committed=len(self.ids))
+        tree, schedule, calls, mid_s = self._draft(policy)
+        kept = tree.prune(self.budget)                                          # global budget pruning
+        self._emit("round.prune", self.config.depth, tree, kept=kept)
+        return self._verify(tree, kept, schedule, calls, mid_s, t0, commit)
+
+    def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
+        """Grow the shared tree for D steps. Returns (tree, schedule bits, mid calls, mid seconds)."""
+        cfg = self.config
         tree = DraftTree.start(self.root)
-        last_new, expanded, history = [0], [], []
-        mid_s = 0.0
+        last_new, expanded, history, mid_s = [0], [], [], 0.0
         for k in range(1, cfg.depth + 1):
             ctx = StepContext(k, cfg.depth, list(history), tree, last_new, expanded, self.prompt_len,
                               self.costs["t_tgt_ms"], self.costs["t_mid_ms"], cfg.width, cfg.ngram_max)
-            call = self._when(policy, ctx)                                                # WHEN
+            call = self._when(policy, ctx)                                      # WHEN
             self._emit("step.decide", k, tree, call_mid=call, ctx=ctx, policy=policy)
-            if call:
-                pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft)           # WHERE
-                fwd = graft.to_forward(tree, pool)
-                if fwd:
-                    _, t = self._timed(self.mid.score, tree, fwd)
-                    mid_s += t
-                frontier = graft.top_by_score(tree, pool, cfg.width)
-                proposals = self.mid.propose(tree, frontier, cfg.width)
-            else:
-                pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
-                proposals = self.small.propose(tree, frontier, cfg.width)
-            new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive)  # HOW
+            pool, frontier, new, fwd, t = self.draft_step(tree, k, call, last_new)  # WHERE + HOW
+            mid_s += t
             self._emit("step.expand", k, tree, call_mid=call, pool=pool, frontier=frontier, new=new,
-                       last_new=last_new, forwarded=fwd if call else [])
+                       last_new=last_new, forwarded=fwd)
             expanded, last_new = frontier, new
             history.append(int(call))
-        kept = tree.prune(self.budget)                                                   # budget
-        self._emit("round.prune", cfg.depth, tree, kept=kept)
-        t1 = time.perf_counter()
-        logits, t_fwd = self._timed(self.target.forward_tree, tree, kept)                # verify
+        return tree, "".join(map(str, history)), sum(history), mid_s
+
+    def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int]):
+        """Draft step k. Returns (pool, frontier, new nodes, nodes the mid forwarded, mid seconds).
+
+        WHERE: a mid step takes its frontier from the candidate pool (EG: every node it has not
+        scored) after rescoring it; a small step expands the last step's new nodes.
+        HOW: the proposals are grafted non-destructively (or overwrite, with ND off).
+        """
+        cfg, fwd, t = self.config, [], 0.0
+        if call:
+            pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft)     # WHERE
+            fwd = graft.to_forward(tree, pool)
+            if fwd:
+                _, t = self._timed(self.mid.score, tree, fwd)
+            frontier = graft.top_by_score(tree, pool, cfg.width)
+            proposals = self.mid.propose(tree, frontier, cfg.width)
+        else:
+            pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
+            proposals = self.small.propose(tree, frontier, cfg.width)
+        new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive)  # HOW
+        return pool, frontier, new, fwd, t
+
+    def _verify(self, tree: DraftTree, kept: list[int], schedule: str, calls: int, mid_s: float, t0: float,
+                commit: bool) -> tuple[RoundInfo, list[int]]:
+        """One target forward over the kept tree, lossless acceptance, then commit (or roll back)."""
+        cfg, t1 = self.config, time.perf_counter()
+        logits, t_fwd = self._timed(self.target.forward_tree, tree, kept)
         if cfg.greedy:
             path, bonus = accept_greedy(tree, kept, logits)
         else:
@@ -201,14 +222,13 @@ class TreeGraftDecoder:
             self.small.index.extend(emitted)
             self.ids += emitted
             self.root = bonus
-            self._update_costs(t_fwd, mid_s, sum(history))
+            self._update_costs(t_fwd, mid_s, calls)
         else:
             self.target.rollback()
             if self.mid is not None:
                 self.mid.rollback()
-        t3 = time.perf_counter()
-        info = RoundInfo(len(path) - 1, "".join(map(str, history)), sum(history), sum(tree.alive), len(kept) - 1,
-                         t1 - t0, t2 - t1, t_fwd + mid_s, t3 - t0)
+        info = RoundInfo(len(path) - 1, schedule, calls, sum(tree.alive), len(kept) - 1,
+                         t1 - t0, t2 - t1, t_fwd + mid_s, time.perf_counter() - t0)
         self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
         return info, emitted
 
