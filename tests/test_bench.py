@@ -1,0 +1,136 @@
+"""The benchmark harness and `budget="auto"`: tiny models, hand-made numbers, no timed assertions."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from tiny import tiny_pair
+
+from treegraft_lab import bench, budget
+from treegraft_lab.config import DecodeConfig
+
+PROMPTS = [
+    {"question_id": "q1", "category": "code", "turns": [" ".join(f"w{j % 5}" for j in range(24))]},
+    {"question_id": "q2", "category": "math", "turns": [" ".join(f"w{j % 3}" for j in range(20))]},
+]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return tiny_pair(scale=4.0)
+
+
+@pytest.fixture(scope="module")
+def result(pair):
+    methods = ["ar", "hf-pld", "small", "10101", "no-nd", "adaptive"]
+    return bench.run_bench(pair, PROMPTS, methods, max_new_tokens=8, budget=8, warmup_tokens=4, progress=False)
+
+
+def test_harness_records_and_summary(result):
+    ran = ["ar", "hf-pld", "small", "10101", "no-nd"]
+    assert "adaptive" in result.skipped and "scheduler" in result.skipped["adaptive"]  # no artifact for a tiny pair
+    assert sorted(result.records.method.unique()) == sorted(ran)
+    assert len(result.records) == len(PROMPTS) * len(ran)
+    assert set(result.summary.category) == {"code", "math", "overall"}
+    s = result.summary.set_index(["category", "method"])
+    assert s.loc[("overall", "ar"), "speedup"] == pytest.approx(1.0)
+    # float32 tiny models, greedy: every method is lossless against plain HF generate
+    assert result.records.match.all(), result.records[~result.records.match]
+    tree = s.loc[("overall", "10101")]
+    assert tree.tokens_per_round == pytest.approx(tree.accepted_per_round + 1)
+    assert tree.mid_calls_per_round == pytest.approx(3.0)  # 10101: three mid calls every round
+    assert 0 <= tree.overhead_share <= 1 and 0 < tree.verify_share < 1
+    assert math.isnan(s.loc[("overall", "hf-pld"), "accepted_per_round"])  # HF exposes no rounds
+
+
+def test_json_and_tables(result, tmp_path):
+    js = result.to_json()
+    assert set(js) == {"overall", "per_category"}
+    assert set(js["per_category"]) == {"code", "math"}
+    assert set(js["overall"]) == {"ar", "hf-pld", "small", "10101", "no-nd"}
+    md = bench.render_markdown(result)
+    for needle in ("## Main table", "All Small", "HF PLD", "## Ablation", "w/o ND", "TreeGraft fixed (10101)",
+                   "AMD" if "AMD" in result.meta["hardware"]["cpu"] else result.meta["hardware"]["cpu"][:10],
+                   "torch", "Load:", "`adaptive`"):
+        assert needle in md
+    bench.save(result, tmp_path)
+    assert len(pd.read_parquet(tmp_path / "records.parquet")) == len(result.records)
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["overall"] == js["overall"] and "hardware" in saved["meta"]
+
+
+def _rec(q, cat, method, tokens, wall, rounds=math.nan, accepted=math.nan, repeat=0):
+    return {"question_id": q, "category": cat, "method": method, "repeat": repeat, "new_tokens": tokens, "wall_s": wall,
+            "rounds": rounds, "accepted": accepted, "mid_calls": math.nan, "draft_s": math.nan, "verify_s": math.nan,
+            "forward_s": math.nan, "overhead_s": math.nan, "match": True}
+
+
+def test_speedup_is_mean_of_per_prompt_ratios():
+    recs = pd.DataFrame([
+        _rec("p1", "a", "ar", 100, 10.0),           # 10 tokens/s
+        _rec("p1", "a", "x", 100, 2.0, 40, 60),     # repeats pooled: 200 tokens / 6.6 s = 30 tokens/s
+        _rec("p1", "a", "x", 100, 4.6667, 40, 60, repeat=1),
+        _rec("p2", "b", "ar", 100, 5.0),            # 20 tokens/s
+        _rec("p2", "b", "x", 100, 5.0, 50, 25),     # 20 tokens/s
+    ])
+    s = bench.summarize(recs).set_index(["category", "method"])
+    assert s.loc[("a", "x"), "speedup"] == pytest.approx(3.0, rel=1e-4)
+    assert s.loc[("b", "x"), "speedup"] == pytest.approx(1.0)
+    assert s.loc[("overall", "x"), "speedup"] == pytest.approx(2.0, rel=1e-4)  # the ratio of totals would be ~1.93
+    assert s.loc[("overall", "x"), "accepted_per_round"] == pytest.approx(145 / 130)  # pooled over rounds
+    assert s.loc[("overall", "x"), "tokens_per_round"] == pytest.approx(145 / 130 + 1)
+
+
+def test_cli_json_prints_one_object(pair, tmp_path, monkeypatch, capsys):
+    from treegraft_lab import cli
+    from treegraft_lab.commands import bench as cmd
+
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps(q) for q in PROMPTS))
+    monkeypatch.setattr(cmd, "load_pair_from_args", lambda args, require_mid=True: pair)
+    out = tmp_path / "run"
+    rc = cli.main(["bench", "--prompts", str(path), "--methods", "ar,small", "--max-new-tokens", "4",
+                   "--budget", "4", "--warmup-tokens", "2", "--out", str(out), "--json"])
+    assert rc == 0
+    js = json.loads(capsys.readouterr().out)
+    assert set(js) == {"overall", "per_category"} and set(js["overall"]) == {"ar", "small"}
+    assert (out / "results.md").is_file() and (out / "summary.parquet").is_file()
+    assert cli.main(["bench", "--prompts", str(path), "--methods", "ar,nope"]) == 2
+
+
+# ---------------------------------------------------------------------------------- auto budget
+
+
+def test_choose_budget_follows_the_cost_curve():
+    flat = {n: 10.0 for n in budget.SIZES}
+    steep = {1: 10.0, 4: 11.0, 8: 14.0, 16: 30.0, 24: 50.0, 32: 70.0, 48: 110.0, 64: 150.0}
+    b_flat, b_steep = budget.choose_budget(flat), budget.choose_budget(steep)
+    assert b_flat == 63  # free verification: take the whole budget
+    assert 1 <= b_steep < 16 and b_steep < b_flat
+    assert budget.choose_budget(flat, max_budget=20) == 20
+    assert budget.interpolate(steep, 12) == pytest.approx(22.0)
+    assert budget.interpolate(steep, 80) == pytest.approx(190.0)  # linear beyond the last size
+
+
+def test_auto_budget_with_injected_curve(pair):
+    steep = {1: 10.0, 4: 11.0, 8: 14.0, 16: 30.0, 24: 50.0, 32: 70.0, 48: 110.0, 64: 150.0}
+    cfg = DecodeConfig(schedule="10101")
+    cheap_draft = budget.auto_budget(pair, cfg, curve=steep, mid_ms=0.0)
+    dear_draft = budget.auto_budget(pair, cfg, curve=steep, mid_ms=200.0)
+    assert 1 <= cheap_draft <= dear_draft <= 63  # a fixed drafting cost makes a bigger tree relatively cheaper
+    small = budget.auto_budget(pair, DecodeConfig(schedule="small"), curve=steep)
+    assert 1 <= small <= 63
+    assert budget.auto_budget(pair, DecodeConfig(extra={"max_budget": 5}), curve={n: 1.0 for n in budget.SIZES}) == 5
+
+
+def test_auto_budget_profiles_and_caches(pair):
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    curve = budget.cost_curve(pair.target, sizes=(1, 8), context=16, repeats=1)
+    assert set(curve) == {1, 8} and all(v > 0 for v in curve.values())
+    assert budget.cost_curve(pair.target, sizes=(1, 8), context=16, repeats=1) is curve  # cached
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget="auto"))
+    assert isinstance(dec.budget, int) and 1 <= dec.budget <= 63

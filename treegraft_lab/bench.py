@@ -1,0 +1,366 @@
+"""The benchmark harness: TreeGraft and its peers, interleaved prompt by prompt in one process.
+
+Methods (`METHODS`): `ar` (the target's plain greedy HF `generate`, the reference), `hf-pld`
+(HF prompt-lookup decoding, `prompt_lookup_num_tokens=10`), `hf-assisted` (HF assisted
+generation with the mid drafter), the decoder's schedules `small`, `mid`, `10101`, `adaptive`,
+the cascade baseline `csd`, and the ablations `no-eg` / `no-nd` (fixed 10101 schedule).
+
+Protocol: one warm-up generation per method on the first prompt (not timed); then for every
+prompt and repeat, every method runs once, in an order rotated from prompt to prompt so that
+drift (thermal, other load) hits all alike. Every output is compared with `ar`'s for the same
+prompt (greedy: it must be identical; in bf16 the match rate is reported).
+
+Definitions, used everywhere in the tables:
+- tokens/s: new tokens / wall time of `generate` (prefill included), summed over prompts.
+- speedup: the mean over prompts of (method tokens/s) / (ar tokens/s) on that prompt
+  (Spec-Bench style); repeats of one prompt are pooled first.
+- A: accepted draft tokens per round, bonus token EXCLUDED; A+1: tokens per round, bonus included.
+- draft / verify / overhead: shares of round time; overhead is the part of the round spent
+  outside model forwards (Python, tree bookkeeping), inside both drafting and verification.
+HF methods expose no per-round numbers: their A, shares and mid calls are left empty (NaN).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pandas as pd
+import torch
+
+from treegraft_lab.errors import TreeGraftError
+
+METHODS = ("ar", "hf-pld", "hf-assisted", "small", "mid", "10101", "adaptive", "csd", "no-eg", "no-nd")
+HF_METHODS = ("ar", "hf-pld", "hf-assisted")
+TREE_METHODS = {  # method -> DecodeConfig overrides
+    "small": {"schedule": "small"},
+    "mid": {"schedule": "mid"},
+    "10101": {"schedule": "10101"},
+    "adaptive": {"schedule": "adaptive"},
+    "no-eg": {"schedule": "10101", "expanded_graft": False},
+    "no-nd": {"schedule": "10101", "non_destructive": False},
+}
+MAIN_COLUMNS = {"small": "All Small", "mid": "All Mid", "adaptive": "TreeGraft", "hf-pld": "HF PLD",
+                "hf-assisted": "HF assisted"}
+ABLATION_ROWS = {"csd": "CSD", "no-eg": "w/o EG", "no-nd": "w/o ND", "10101": "TreeGraft fixed (10101)",
+                 "adaptive": "TreeGraft adaptive"}
+PLD_TOKENS = 10
+
+Runner = Callable[[list[int], int], dict]
+
+
+@dataclass
+class BenchResult:
+    """Per-generation records, the per-(category, method) summary, run metadata, skipped methods."""
+
+    records: pd.DataFrame
+    summary: pd.DataFrame
+    meta: dict
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """{"overall": {method: speedup}, "per_category": {category: {method: speedup}}}."""
+        s = self.summary
+        per = {c: _speedups(g) for c, g in s[s.category != "overall"].groupby("category", sort=True)}
+        return {"overall": _speedups(s[s.category == "overall"]), "per_category": per}
+
+
+def _speedups(rows: pd.DataFrame) -> dict[str, float]:
+    return {m: round(float(v), 4) for m, v in zip(rows.method, rows.speedup)}
+
+
+# ---------------------------------------------------------------------------------- runners
+
+
+def _hf_runner(pair, assistant=None, **gen_kwargs) -> Runner:
+    """Greedy `target.generate`; `gen_kwargs` go into the generation config (e.g. prompt lookup)."""
+    import copy
+
+    from transformers import GenerationConfig
+
+    base = GenerationConfig.from_dict({**pair.target.generation_config.to_dict(), "do_sample": False,
+                                       "temperature": None, "top_p": None, "top_k": None})
+    extra = {} if assistant is None else {"assistant_model": assistant}
+
+    @torch.inference_mode()
+    def run(ids: list[int], max_new_tokens: int) -> dict:
+        gc = copy.deepcopy(base)
+        gc.update(max_new_tokens=max_new_tokens, **gen_kwargs)
+        x = torch.tensor([ids], device=pair.device)
+        _sync(pair.device)
+        t = time.perf_counter()
+        out = pair.target.generate(x, attention_mask=torch.ones_like(x), generation_config=gc, **extra)
+        _sync(pair.device)
+        wall = time.perf_counter() - t
+        return {"token_ids": out[0, len(ids):].tolist(), "wall_s": wall}
+
+    return run
+
+
+def _decoder_runner(dec) -> Runner:
+    def run(ids: list[int], max_new_tokens: int) -> dict:
+        gen = dec.generate(ids, max_new_tokens=max_new_tokens)
+        s = gen.stats
+        rounds = s["rounds"]
+        return {"token_ids": gen.token_ids, "wall_s": s["wall_s"], "rounds": rounds,
+                "accepted": round(s["accepted_per_round"] * rounds), "mid_calls": round(s["mid_calls_per_round"] * rounds),
+                "draft_s": s["draft_s"], "verify_s": s["verify_s"], "forward_s": s["forward_s"],
+                "overhead_s": s["overhead_s"], "prefill_s": s["prefill_s"]}
+
+    return run
+
+
+def make_runner(pair, method: str, budget: int | str = 63) -> tuple[Runner, dict]:
+    """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget)."""
+    from treegraft_lab.baselines import CascadeDecoder
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    if method == "ar":
+        return _hf_runner(pair), {}
+    if method == "hf-pld":
+        return _hf_runner(pair, prompt_lookup_num_tokens=PLD_TOKENS), {}
+    if method == "hf-assisted":
+        if pair.mid is None:
+            raise TreeGraftError("the pair has no mid drafter")
+        return _hf_runner(pair, assistant=pair.mid), {}
+    if method == "csd":
+        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget))
+        return _decoder_runner(dec), {"budget": dec.budget}
+    if method in TREE_METHODS:
+        dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, **TREE_METHODS[method]))
+        return _decoder_runner(dec), {"budget": dec.budget}
+    raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+
+
+def _sync(device) -> None:
+    if getattr(device, "type", "cpu") == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# ---------------------------------------------------------------------------------- the run
+
+
+def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = METHODS, max_new_tokens: int = 128,
+              repeats: int = 1, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
+              settings: dict | None = None) -> BenchResult:
+    """Run every method on every prompt (first turn, chat template applied) and summarise."""
+    from tqdm.auto import tqdm
+
+    from treegraft_lab.prompting import encode_prompt
+
+    methods = list(dict.fromkeys(["ar", *methods]))  # ar is the reference: always run, always first
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise TreeGraftError(f"unknown method(s) {', '.join(bad)}; known: {', '.join(METHODS)}")
+    if not prompts:
+        raise TreeGraftError("no prompts to benchmark")
+    meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
+    runners, facts, skipped = {}, {}, {}
+    for m in methods:
+        try:
+            runners[m], facts[m] = make_runner(pair, m, budget)
+            runners[m](encoded[0], min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
+        except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
+            if m == "ar":
+                raise
+            skipped[m] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            runners.pop(m, None)
+            print(f"bench: skipping {m}: {skipped[m]}", file=sys.stderr)
+    order = [m for m in methods if m in runners]
+    rows = []
+    bar = tqdm(total=len(prompts) * repeats * len(order), desc="bench", disable=not progress, file=sys.stderr)
+    for i, (q, ids) in enumerate(zip(prompts, encoded)):
+        for r in range(repeats):
+            rot = order[(i + r) % len(order):] + order[:(i + r) % len(order)]
+            outs = {}
+            for m in rot:
+                outs[m] = runners[m](ids, max_new_tokens)
+                bar.update()
+            for m in order:
+                rows.append(_record(q, ids, m, r, outs[m], outs["ar"]["token_ids"]))
+    bar.close()
+    meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+                budgets={m: f["budget"] for m, f in facts.items() if "budget" in f},
+                settings={**(settings or {}), "methods": order, "max_new_tokens": max_new_tokens, "repeats": repeats,
+                          "budget": budget, "warmup_tokens": warmup_tokens, "prompts": len(prompts)},
+                skipped=skipped)
+    records = pd.DataFrame(rows)
+    return BenchResult(records, summarize(records), meta, skipped)
+
+
+def _record(q: dict, ids: list[int], method: str, repeat: int, out: dict, ref: list[int]) -> dict:
+    toks = out["token_ids"]
+    div = next((j for j, (a, b) in enumerate(zip(toks, ref)) if a != b), None)
+    if div is None and len(toks) != len(ref):
+        div = min(len(toks), len(ref))
+    nan = math.nan
+    return {"question_id": str(q["question_id"]), "category": q["category"], "prompt_tokens": len(ids),
+            "method": method, "repeat": repeat, "new_tokens": len(toks), "wall_s": out["wall_s"],
+            "tokens_per_s": len(toks) / out["wall_s"] if out["wall_s"] > 0 else nan,
+            **{k: out.get(k, nan) for k in ("rounds", "accepted", "mid_calls", "draft_s", "verify_s", "forward_s",
+                                            "overhead_s", "prefill_s")},
+            "match": div is None, "diverge_at": -1 if div is None else div}
+
+
+# ---------------------------------------------------------------------------------- summary
+
+
+def per_prompt_speedup(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per (question, method): pooled tokens/s and its ratio to ar's on that prompt."""
+    g = records.groupby(["category", "question_id", "method"], sort=False)[["new_tokens", "wall_s"]].sum().reset_index()
+    g["tokens_per_s"] = g.new_tokens / g.wall_s
+    ar = g[g.method == "ar"].set_index("question_id").tokens_per_s
+    g["speedup"] = g.tokens_per_s / g.question_id.map(ar)
+    return g
+
+
+def _summary_row(rec: pd.DataFrame, pp: pd.DataFrame) -> dict:
+    rounds = rec.rounds.sum(min_count=1)
+    round_s = (rec.forward_s + rec.overhead_s).sum(min_count=1)
+    a = rec.accepted.sum(min_count=1) / rounds
+    return {"prompts": pp.question_id.nunique(), "generations": len(rec),
+            "tokens_per_s": rec.new_tokens.sum() / rec.wall_s.sum(), "speedup": pp.speedup.mean(),
+            "speedup_min": pp.speedup.min(), "speedup_max": pp.speedup.max(),
+            "accepted_per_round": a, "tokens_per_round": a + 1, "mid_calls_per_round": rec.mid_calls.sum(min_count=1) / rounds,
+            "ms_per_round": 1000 * round_s / rounds, "draft_share": rec.draft_s.sum(min_count=1) / round_s,
+            "verify_share": rec.verify_s.sum(min_count=1) / round_s, "overhead_share": rec.overhead_s.sum(min_count=1) / round_s,
+            "match_rate": rec.match.mean()}
+
+
+def summarize(records: pd.DataFrame) -> pd.DataFrame:
+    """Rows per (category, method) plus category "overall" (all prompts pooled)."""
+    pp = per_prompt_speedup(records)
+    rows = []
+    methods = list(dict.fromkeys(records.method))
+    for cat in [*sorted(records.category.unique()), "overall"]:
+        for m in methods:
+            sel = (records.method == m) & ((records.category == cat) | (cat == "overall"))
+            psel = (pp.method == m) & ((pp.category == cat) | (cat == "overall"))
+            rows.append({"category": cat, "method": m, **_summary_row(records[sel], pp[psel])})
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------------------------- context
+
+
+def hardware(pair=None) -> dict:
+    """CPU model, cores, threads, library versions, device and dtype, git commit."""
+    import transformers
+
+    cpu = platform.processor() or "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
+            "torch": torch.__version__, "transformers": transformers.__version__, "platform": platform.platform()}
+    if pair is not None:
+        info.update(device=str(pair.device), dtype=str(pair.dtype).replace("torch.", ""))
+        if pair.device.type == "cuda":
+            info["gpu"] = torch.cuda.get_device_name(pair.device)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                                cwd=os.path.dirname(__file__)).stdout.strip()
+        info["git_commit"] = commit or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        info["git_commit"] = "unknown"
+    return info
+
+
+# ---------------------------------------------------------------------------------- tables
+
+
+def _fmt(x: float, spec: str = ".2f", suffix: str = "") -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:{spec}}{suffix}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _cell(s: pd.DataFrame, cat: str, m: str) -> pd.Series | None:
+    hit = s[(s.category == cat) & (s.method == m)]
+    return None if hit.empty else hit.iloc[0]
+
+
+def main_table(summary: pd.DataFrame) -> str:
+    """Paper's main-table layout: speedup over ar per category; All Small / All Mid / TreeGraft, then peers."""
+    cats = [*sorted(c for c in summary.category.unique() if c != "overall"), "overall"]
+    cols = [m for m in MAIN_COLUMNS if m in set(summary.method)]
+    rows = []
+    for c in cats:
+        ar = _cell(summary, c, "ar")
+        rows.append([c, _fmt(ar.tokens_per_s, ".1f")] + [_fmt(_cell(summary, c, m).speedup, ".2f", "x") for m in cols])
+    return _table(["Category", "AR tokens/s", *(MAIN_COLUMNS[m] for m in cols)], rows)
+
+
+def ablation_table(summary: pd.DataFrame) -> str:
+    """Paper's ablation layout: rows CSD / w/o EG / w/o ND / TreeGraft fixed / adaptive; cells speedup / A."""
+    cats = [*sorted(c for c in summary.category.unique() if c != "overall"), "overall"]
+    rows = []
+    for m, label in ABLATION_ROWS.items():
+        if m not in set(summary.method):
+            continue
+        cells = [_cell(summary, c, m) for c in cats]
+        rows.append([label] + [f"{_fmt(r.speedup, '.2f', 'x')} / {_fmt(r.accepted_per_round)}" for r in cells])
+    return _table(["Method (speedup / A)", *cats], rows)
+
+
+def detail_table(summary: pd.DataFrame, category: str = "overall") -> str:
+    """Every method on one category: throughput, acceptance (with and without bonus), round split."""
+    s = summary[summary.category == category]
+    rows = [[r.method, _fmt(r.tokens_per_s, ".1f"), _fmt(r.speedup, ".2f", "x"),
+             f"{_fmt(r.speedup_min, '.2f')}–{_fmt(r.speedup_max, '.2f')}", _fmt(r.accepted_per_round),
+             _fmt(r.tokens_per_round), _fmt(r.mid_calls_per_round), _fmt(r.ms_per_round, ".1f"),
+             _fmt(100 * r.draft_share, ".0f", "%"), _fmt(100 * r.verify_share, ".0f", "%"),
+             _fmt(100 * r.overhead_share, ".0f", "%"), _fmt(100 * r.match_rate, ".0f", "%")] for r in s.itertuples()]
+    return _table(["Method", "tokens/s", "speedup", "range", "A", "A+1", "mid calls/round", "ms/round",
+                   "draft", "verify", "overhead", "match ar"], rows)
+
+
+def render_markdown(result: BenchResult) -> str:
+    """The report: main and ablation tables, details, hardware and settings."""
+    m, hw, st = result.meta, result.meta["hardware"], result.meta.get("settings", {})
+    load = f"{m['load_start'][0]:.2f} at start, {m['load_end'][0]:.2f} at end (1-min load average)"
+    out = ["# TreeGraft benchmark", "",
+           f"{hw.get('cpu')} ({hw.get('cores')} cores, {hw.get('torch_threads')} torch threads), device "
+           f"{hw.get('device')}{' ' + hw['gpu'] if 'gpu' in hw else ''}, {hw.get('dtype')}, torch {hw.get('torch')}, "
+           f"transformers {hw.get('transformers')}, git {hw.get('git_commit')}. Load: {load}. "
+           f"{m['started']} to {m['finished']}.", "",
+           "Settings: " + ", ".join(f"{k}={v}" for k, v in st.items()) + f"; resolved budgets {m.get('budgets')}.", "",
+           "Speedup = mean over prompts of (tokens/s) / (ar tokens/s) on the same prompt; ar = the target's plain "
+           "greedy HF `generate`. A = accepted draft tokens per round, bonus EXCLUDED (A+1 includes it).", "",
+           "## Main table (speedup over ar)", "", main_table(result.summary), "",
+           "## Ablation (speedup / A)", "", ablation_table(result.summary), "",
+           "## All methods, overall", "", detail_table(result.summary), "",
+           "draft / verify / overhead: shares of round time; overhead = time outside model forwards (inside both).",
+           "match ar: share of generations identical to ar's greedy output.", ""]
+    if result.skipped:
+        out += ["## Skipped methods", ""] + [f"- `{k}`: {v}" for k, v in result.skipped.items()] + [""]
+    for c in sorted(x for x in result.summary.category.unique() if x != "overall"):
+        out += [f"## {c}", "", detail_table(result.summary, c), ""]
+    return "\n".join(out)
+
+
+def save(result: BenchResult, folder) -> None:
+    """records.parquet, summary.parquet, results.md, results.json (speedups + metadata)."""
+    import json
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    result.records.to_parquet(folder / "records.parquet", index=False)
+    result.summary.to_parquet(folder / "summary.parquet", index=False)
+    (folder / "results.md").write_text(render_markdown(result), encoding="utf-8")
+    (folder / "results.json").write_text(json.dumps({**result.to_json(), "meta": result.meta}, indent=1, default=str),
+                                         encoding="utf-8")

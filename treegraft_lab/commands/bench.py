@@ -1,0 +1,79 @@
+"""`treegraft-lab bench`: TreeGraft against its peers, interleaved prompt by prompt in one process.
+
+Writes records.parquet, summary.parquet, results.md and results.json to --out (default
+data/bench/<pair>-<timestamp>/); with --json prints one JSON object
+{"overall": {method: speedup}, "per_category": {category: {method: speedup}}} and nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+
+from treegraft_lab.commands.common import _int, add_pair_arguments, load_pair_from_args
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from treegraft_lab.bench import METHODS
+
+    parser.add_argument("--prompts", default="treegraft-suite", help="suite name or a JSONL file (first turn of each)")
+    parser.add_argument("--split", default="eval", help="eval, train or all")
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)}")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=1, help="generations per prompt and method (pooled)")
+    parser.add_argument("--limit-per-category", type=int, default=None, help="first N prompts of each category")
+    parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
+    parser.add_argument("--budget", default="63", help="verification budget of the tree methods, or auto")
+    parser.add_argument("--warmup-tokens", type=int, default=16, help="tokens of the untimed warm-up per method")
+    parser.add_argument("--out", default=None, help="output folder (default: data/bench/<pair>-<timestamp>)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object of speedups")
+    add_pair_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from treegraft_lab import bench
+    from treegraft_lab.errors import TreeGraftError
+    from treegraft_lab.paths import DATA_DIR
+    from treegraft_lab.prompts import load_prompts
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in bench.METHODS]
+    if unknown:
+        raise TreeGraftError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(bench.METHODS)}")
+    if args.max_new_tokens < 1 or args.repeats < 1:
+        raise TreeGraftError("--max-new-tokens and --repeats must be >= 1")
+    budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
+    cats = args.categories.split(",") if args.categories else None
+    prompts = load_prompts(args.prompts, split=args.split, categories=cats, per_category=args.limit_per_category)
+    needs_mid = any(m not in ("ar", "hf-pld", "small") for m in methods)
+    pair = load_pair_from_args(args, require_mid=needs_mid)
+    cli = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", "..."]  # "...": called from Python
+    settings = {"pair": pair.name, "target": getattr(pair, "target_id", ""), "mid": getattr(pair, "mid_id", ""),
+                **_drafter_info(getattr(pair, "mid_id", "")), "prompt_suite": str(args.prompts), "split": args.split,
+                "limit_per_category": args.limit_per_category, "command": "treegraft-lab " + shlex.join(cli)}
+    result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
+                             args.warmup_tokens, progress=not args.json, settings=settings)
+    out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    bench.save(result, out)
+    if args.json:
+        print(json.dumps(result.to_json()))
+        return 0
+    print(bench.render_markdown(result))
+    print(f"\n-- saved to {out}")
+    return 0
+
+
+def _drafter_info(mid_id: str) -> dict:
+    """The pocket drafter's training step and tokens seen (it changes while it trains)."""
+    from pathlib import Path
+
+    rec = Path(mid_id) / "training_record.json" if mid_id else None
+    if rec is None or not rec.is_file():
+        return {}
+    d = json.loads(rec.read_text())
+    return {"mid_step": d.get("step"), "mid_tokens_seen": d.get("tokens_seen")}
