@@ -30,8 +30,10 @@ from treegraft_lab.schedule.distill import (
     fit_student,
     margin_labels,
     n_params,
+    oracle_rounds,
     replay_policy,
     student_net,
+    throughput,
 )
 from treegraft_lab.schedule.policies import MaskPolicy, StepContext
 from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
@@ -213,6 +215,16 @@ def test_replaying_a_rule_picks_its_schedule_on_collected_rows():
     out = replay_policy(df, lambda st: (st["k"] == 2).to_numpy(), 2)
     assert out["schedule"].tolist() == ["01"] and out["accepted"].tolist() == [1]
     assert len(canonical_states(df)) == 3
+
+
+def test_the_oracle_maximises_tokens_per_second_of_the_whole_set():
+    # per-round best eta would pick "0" at r1 (1/1 > 10/20), but 10 tokens in 20 ms win overall
+    first = pd.DataFrame({"state": ["r1", "r1", "r2", "r2"], "schedule": ["0", "1", "0", "1"], "k": 1,
+                          "accepted": [0, 9, 0, 0], "t_draft_ms": [0.5, 10, 50, 60], "t_verify_ms": [0.5, 10, 50, 60]})
+    best = oracle_rounds(first, ["state"])
+    assert sorted(best["schedule"]) == ["0", "1"] and best.set_index("state")["schedule"]["r1"] == "1"
+    combos = [first.iloc[[i, j]] for i in (0, 1) for j in (2, 3)]
+    assert throughput(best) == pytest.approx(max(throughput(c) for c in combos))
 
 
 # ---------------------------------------------------------------------------- artifact and policy

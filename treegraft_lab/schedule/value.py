@@ -6,7 +6,7 @@ plus the rest of the schedule. Targets: A (tokens the round emits: accepted + bo
 log t_V (ms; logs because a draft without mid calls costs ~1 ms and one with five ~100x more).
 eta_hat = A_hat / (t_D_hat + t_V_hat), in tokens per ms.
 
-Cost augmentation. Every trajectory row is re-timed under one cost profile drawn from a grid of
+Cost augmentation. Every round start is re-timed under a few cost profiles drawn from a grid of
 scalings of the collection's profile (mid-step and verification costs scaled independently), so
 the value model, and the student after it, learn how the decision depends on T_tgt and T_mid
 instead of seeing one constant cost pair.
@@ -72,17 +72,19 @@ def targets(df: pd.DataFrame) -> np.ndarray:
                      np.log(df["t_verify_ms"].to_numpy(float))], axis=1).astype(np.float32)
 
 
-def augment_costs(df: pd.DataFrame, prof: CostProfile, seed: int = 0) -> pd.DataFrame:
-    """Each root state re-timed under one randomly drawn scaling of `prof` (all its rows alike)."""
+def augment_costs(df: pd.DataFrame, prof: CostProfile, copies: int = 3, seed: int = 0) -> pd.DataFrame:
+    """Each round start re-timed under `copies` distinct scalings of `prof` drawn from the grid.
+
+    Several copies per round start keep the cost inputs from identifying a round start.
+    """
     rng = np.random.default_rng(seed)
     grid = [(m, t) for m in MID_SCALES for t in TGT_SCALES]
-    states = df["state"].unique()
-    pick = dict(zip(states, rng.integers(len(grid), size=len(states))))
     parts = []
-    for g, sub in df.groupby(df["state"].map(pick)):
-        m, t = grid[int(g)]
-        parts.append(apply_costs(sub, prof.scaled(mid=m, target=t)).assign(cost_mid_scale=m, cost_tgt_scale=t))
-    return pd.concat(parts).loc[df.index]
+    for _, sub in df.groupby("state", sort=False):
+        for g in rng.choice(len(grid), size=min(copies, len(grid)), replace=False):
+            m, t = grid[int(g)]
+            parts.append(apply_costs(sub, prof.scaled(mid=m, target=t)).assign(cost_mid_scale=m, cost_tgt_scale=t))
+    return pd.concat(parts, ignore_index=True)
 
 
 # ---------------------------------------------------------------------------- folds and R^2
@@ -152,15 +154,25 @@ class FittedValue:
         return np.maximum(p[:, 0], 0.0) / (np.exp(p[:, 1]) + np.exp(p[:, 2]))
 
 
-def fit_mlp(x: np.ndarray, y: np.ndarray, hidden: int = 128, steps: int = 3000, batch: int = 1024,
-            lr: float = 2e-3, seed: int = 0) -> FittedValue:
-    """Adam on MSE of z-scored targets, cosine learning-rate decay."""
+def fit_mlp(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, hidden: int = 64, steps: int = 3000,
+            batch: int = 1024, lr: float = 2e-3, weight_decay: float = 1e-4, seed: int = 0,
+            val_share: float = 0.15, eval_every: int = 100) -> FittedValue:
+    """AdamW on MSE of z-scored targets, cosine decay. With `groups`, early stopping: a share of
+    the groups (prompts) is held out and the weights with the best held-out loss are kept, so
+    the model cannot profit from recognising prompts (prompt length is an input)."""
     torch.manual_seed(seed)
-    xs, ys = Scaler.fit(x), Scaler.fit(y)
-    X, Y = torch.from_numpy(xs(x)), torch.from_numpy(ys(y))
+    rng = np.random.default_rng(seed)
+    val = np.zeros(len(x), dtype=bool)
+    if groups is not None and len(np.unique(groups)) >= 5:
+        names = np.unique(groups)
+        val = np.isin(groups, rng.choice(names, max(1, round(val_share * len(names))), replace=False))
+    xs, ys = Scaler.fit(x[~val]), Scaler.fit(y[~val])
+    X, Y = torch.from_numpy(xs(x[~val])), torch.from_numpy(ys(y[~val]))
+    Xv, Yv = torch.from_numpy(xs(x[val])), torch.from_numpy(ys(y[val]))
     net = ValueNet(x.shape[1], hidden, y.shape[1])
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
     g = torch.Generator().manual_seed(seed)
+    best, best_state = math.inf, None
     for step in range(steps):
         for pg in opt.param_groups:
             pg["lr"] = lr * 0.5 * (1 + math.cos(math.pi * step / steps))
@@ -169,15 +181,23 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, hidden: int = 128, steps: int = 3000, 
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        if len(Xv) and ((step + 1) % eval_every == 0 or step == steps - 1):
+            with torch.no_grad():
+                v = float(((net(Xv) - Yv) ** 2).mean())
+            if v < best:
+                best, best_state = v, {k: t.clone() for k, t in net.state_dict().items()}
+    if best_state is not None:
+        net.load_state_dict(best_state)
     return FittedValue(net.eval(), xs, ys)
 
 
-def cv_r2(x: np.ndarray, y: np.ndarray, folds: np.ndarray, **fit_kw) -> np.ndarray:
+def cv_r2(x: np.ndarray, y: np.ndarray, folds: np.ndarray, groups: np.ndarray | None = None,
+          **fit_kw) -> np.ndarray:
     """Held-out R^2 per target column, predictions pooled over the folds."""
     pred = np.zeros_like(y)
     for f in np.unique(folds):
         tr, te = folds != f, folds == f
-        pred[te] = fit_mlp(x[tr], y[tr], **fit_kw).predict(x[te])
+        pred[te] = fit_mlp(x[tr], y[tr], None if groups is None else groups[tr], **fit_kw).predict(x[te])
     return np.array([r2(y[:, j], pred[:, j]) for j in range(y.shape[1])])
 
 
@@ -185,11 +205,12 @@ def rank_signals(df: pd.DataFrame, candidates: Sequence[str], D: int, n_folds: i
                  progress=None, **fit_kw) -> pd.DataFrame:
     """The CV table: per candidate signal, R^2 of A with base + it (gain) and all ten minus it (drop)."""
     folds = group_folds(df["qid"], n_folds, seed)
+    groups = df["qid"].to_numpy()
     y = targets(df)[:, :1]
     fit_kw = {"hidden": 64, "steps": 1200, **fit_kw}
 
     def score(sigs: Sequence[str]) -> float:
-        out = float(cv_r2(value_inputs(df, sigs, D), y, folds, seed=seed, **fit_kw)[0])
+        out = float(cv_r2(value_inputs(df, sigs, D), y, folds, groups, seed=seed, **fit_kw)[0])
         if progress:
             progress()
         return out
