@@ -41,7 +41,7 @@ def sizes(smoke_mode: bool | None = None) -> Sizes:
     """The notebook sizes: tiny under SMOKE=1, the full ones otherwise."""
     s = smoke() if smoke_mode is None else smoke_mode
     if s:
-        return Sizes(True, prompts=2, per_category=1, max_new_tokens=16, budget=16)
+        return Sizes(True, prompts=2, per_category=1, max_new_tokens=12, budget=16)
     return Sizes(False, prompts=12, per_category=2, max_new_tokens=96, budget=63)
 
 
