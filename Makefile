@@ -3,7 +3,7 @@ PY := .venv/bin/python
 PIP := .venv/bin/pip
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup demo test lint prompts clean-venv
+.PHONY: setup demo test lint prompts clean-venv browser-deps
 
 setup: $(VENV_STAMP)
 
@@ -17,7 +17,11 @@ $(VENV_STAMP): pyproject.toml
 demo: setup
 	.venv/bin/treegraft-lab demo
 
-test: setup
+# Debian's chromium for tests/test_browser.py (Playwright drives it; no browser download).
+browser-deps:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
+
+test: setup browser-deps
 	.venv/bin/ruff check treegraft_lab tests scripts
 	$(PY) -m pytest -q -x --durations=15
 
