@@ -105,7 +105,8 @@ def test_playground_replays_the_recorded_round_start(tiny):
     assert names[0] == "recorded (original run)" and "all-small" in names and "all-mid" in names
     assert names[1].startswith("yours (11101")
     assert (df["kept"].iloc[1:] <= 8).all()
-    assert len(pg.figure.data) > 0 and "verified" in pg.figure.layout.title.text
+    assert len(pg.figure.data) > 0 and "replay of round 1" in pg.figure.layout.title.text
+    assert pg.figure.layout.xaxis.visible is False  # the whole layout came with the first drawing
     # greedy decoding is lossless: from the right start state, every replay emits the very tokens
     # that followed it in the recorded output
     start = len(round_context(run, 1)) - len(PROMPT)

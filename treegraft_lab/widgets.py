@@ -24,12 +24,13 @@ VERIFY = 0  # the step slider's value for "after verification" (the final, prune
 def update_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
     """Redraw `fw` in place with the traces and layout of `fig` (same trace structure)."""
     with fw.batch_update():
-        if len(fw.data) != len(fig.data):
+        if len(fw.data) != len(fig.data):  # first drawing (or a new structure): everything
             fw.data = []
             fw.add_traces(list(fig.data))
-        else:
-            for old, new in zip(fw.data, fig.data):
-                old.update({k: v for k, v in new.to_plotly_json().items() if k != "type"})
+            fw.update_layout(fig.layout.to_plotly_json())
+            return
+        for old, new in zip(fw.data, fig.data):
+            old.update({k: v for k, v in new.to_plotly_json().items() if k != "type"})
         lay = fig.layout
         fw.layout.update(title=lay.title, width=lay.width, height=lay.height,
                          xaxis={"range": lay.xaxis.range}, yaxis={"range": lay.yaxis.range})
@@ -260,7 +261,7 @@ class SchedulePlayground(W.VBox):
         why = adaptive_status(self.pair)
         self.status.value = "done." + (f" Adaptive not shown: {html.escape(why[:200])}" if why else "")
         df = self.table_frame()
-        self.table.value = df.to_html(index=False, float_format=lambda v: f"{v:.3g}", border=0)
+        self.table.value = df.to_html(index=False, border=0, float_format=lambda v: f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}")
         self.show.options = list(self.results)
         self.show.value = next(iter(self.results))
         self._draw()
@@ -282,4 +283,6 @@ class SchedulePlayground(W.VBox):
 
     def _draw(self) -> None:
         if self.show.value in self.results:
-            update_figure(self.figure, tree_figure(self.results[self.show.value][1], 0))
+            fig = tree_figure(self.results[self.show.value][1], 0)
+            fig.layout.title.text = f"{self.show.value}: " + fig.layout.title.text.replace("round 0", f"replay of round {self.round_idx}", 1)
+            update_figure(self.figure, fig)
