@@ -11,7 +11,7 @@
   accepted + 1 (the bonus token). Reported: mean accepted drafted tokens per round, and mean
   tokens per round including the bonus.
 - cost ratios: drafter forward time / target forward time, bf16, same inputs, medians of
-  interleaved repetitions: 1 new token on a 512-token cached context, and a 64-node tree chunk
+  repetitions alternating target and drafter: 1 new token on a 512-token cached context, and a 64-node tree chunk
   (4D float tree mask, depth position ids) on the same cached context.
 """
 
@@ -49,46 +49,50 @@ def tree_inputs(n: int, ctx: int, seed: int = 0, dtype: torch.dtype = torch.bflo
     return mask, torch.tensor([[ctx + d for d in depth]])
 
 
-@torch.no_grad()
-def time_forward(model: Any, ctx_ids: torch.Tensor, new_ids: torch.Tensor, reps: int,
-                 tree: bool) -> list[float]:
-    """Wall times (s) of forwards of `new_ids` on a cached context (cache cropped back each time)."""
-    from transformers import DynamicCache
+class _Timer:
+    """One model with a prefilled cache, timing forwards of new tokens (cache cropped back)."""
 
-    cache = DynamicCache(config=model.config)
-    model(input_ids=ctx_ids, past_key_values=cache, use_cache=True)
-    ctx = ctx_ids.shape[1]
-    n = new_ids.shape[1]
-    if tree:
-        mask, pos = tree_inputs(n, ctx, dtype=model.model.embed_tokens.weight.dtype)
-    else:
-        mask, pos = None, torch.arange(ctx, ctx + n)[None]
-    times = []
-    for _ in range(reps):
+    @torch.no_grad()
+    def __init__(self, model: Any, ctx_ids: torch.Tensor, new_ids: torch.Tensor, tree: bool) -> None:
+        from transformers import DynamicCache
+
+        self.model, self.new = model, new_ids
+        self.cache = DynamicCache(config=model.config)
+        model(input_ids=ctx_ids, past_key_values=self.cache, use_cache=True)
+        ctx, n = ctx_ids.shape[1], new_ids.shape[1]
+        if tree:
+            self.mask, self.pos = tree_inputs(n, ctx, dtype=model.model.embed_tokens.weight.dtype)
+        else:
+            self.mask, self.pos = None, torch.arange(ctx, ctx + n)[None]
+
+    @torch.no_grad()
+    def __call__(self) -> float:
         t0 = time.perf_counter()
-        model(input_ids=new_ids, past_key_values=cache, position_ids=pos, attention_mask=mask,
-              use_cache=True)
-        times.append(time.perf_counter() - t0)
-        cache.crop(-n)
-    return times
+        self.model(input_ids=self.new, past_key_values=self.cache, position_ids=self.pos,
+                   attention_mask=self.mask, use_cache=True)
+        dt = time.perf_counter() - t0
+        self.cache.crop(-self.new.shape[1])
+        return dt
 
 
 def cost_ratios(target: Any, drafter: Any, reps: int = 15, ctx: int = 512, seed: int = 0
                 ) -> dict[str, Any]:
-    """Medians of interleaved side-by-side timings: drafter / target, 1 token and 64-node tree."""
+    """Medians of side-by-side timings, alternating target and drafter at every repetition
+    (so load changes on a shared machine hit both alike): 1 token and a 64-node tree chunk."""
     g = torch.Generator().manual_seed(seed)
     vocab = target.config.vocab_size
     ctx_ids = torch.randint(100, vocab, (1, ctx), generator=g)
     res: dict[str, Any] = {}
     for n, key in ((1, "1"), (64, "64")):
         new = torch.randint(100, vocab, (1, n), generator=g)
-        tt, td = [], []
-        for _ in range(3):  # interleave blocks so load changes hit both models alike
-            time_forward(target, ctx_ids, new, 2, n > 1)  # warm-up
-            tt += time_forward(target, ctx_ids, new, max(1, reps // 3), n > 1)
-            time_forward(drafter, ctx_ids, new, 2, n > 1)
-            td += time_forward(drafter, ctx_ids, new, max(1, reps // 3), n > 1)
-        mt, md = statistics.median(tt), statistics.median(td)
+        tt, td = _Timer(target, ctx_ids, new, n > 1), _Timer(drafter, ctx_ids, new, n > 1)
+        for _ in range(2):  # warm-up
+            tt(), td()
+        times_t, times_d = [], []
+        for _ in range(reps):
+            times_t.append(tt())
+            times_d.append(td())
+        mt, md = statistics.median(times_t), statistics.median(times_d)
         res[f"cost_ratio_{key}"] = md / mt
         res[f"target_ms_{key}"] = mt * 1000
         res[f"drafter_ms_{key}"] = md * 1000
