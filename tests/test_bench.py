@@ -134,3 +134,10 @@ def test_auto_budget_profiles_and_caches(pair):
     assert budget.cost_curve(pair.target, sizes=(1, 8), context=16, repeats=1) is curve  # cached
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget="auto"))
     assert isinstance(dec.budget, int) and 1 <= dec.budget <= 63
+
+
+def test_fit_acceptance_recovers_the_model():
+    truth = (2.0, 4.0, 0.8)
+    pts = {b: budget.accepted(b, *truth) for b in (2, 4, 8, 16, 32, 63)}
+    assert budget.fit_acceptance(pts) == pytest.approx(truth, rel=1e-3)
+    assert budget.accepted(4.0, *truth) == pytest.approx(1.0)  # `half` gives a_max / 2
