@@ -76,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
     schedule = SCHEDULE if pair.mid is not None else "small"
     if pair.mid is None:
         print("note: no mid drafter, so TreeGraft drafts with the n-gram drafter alone\n")
-    decoder = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule))
+    # budget="auto": a CPU pays for every verified node, so the budget comes from a measured cost curve
+    decoder = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, budget="auto"))
+    print(f"verification budget (auto, from this device's measured cost curve): {decoder.budget} nodes")
     decoder.generate(args.prompt, max_new_tokens=4)  # warm-up: first-call costs, calibration
     autoregressive(pair, args.prompt, max_new_tokens=4)
     tg = decoder.generate(args.prompt, max_new_tokens=args.max_new_tokens)
@@ -96,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
             (i for i, (x, y) in enumerate(zip(tg.token_ids, ar.token_ids)) if x != y),
             min(len(tg.token_ids), len(ar.token_ids)),
         )
-        print(f"outputs DIFFER from token {at} on (run `treegraft-lab check-lossless`)")
+        print(f"outputs differ from token {at} on. In {str(pair.dtype).removeprefix('torch.')}, a tree forward "
+              "and a one-token forward round differently and can flip a near-tie; "
+              "`treegraft-lab check-lossless --dtype float32` checks exactness")
         print(f"\n--- autoregressive output ---\n{ar.text}")
     print(f"\n--- TreeGraft output ---\n{tg.text}")
     return 0
