@@ -247,9 +247,21 @@ class TreeGraftDecoder:
             self.costs["t_mid_ms"] += a * (1000 * t_mid / calls - self.costs["t_mid_ms"])
 
     def _oracle_round(self) -> tuple[RoundInfo, list[int]]:
-        """Replay every binary schedule from this state; commit the best by tokens per second."""
+        """Replay every binary schedule from this state; commit the best by tokens per second.
+
+        Greedy with a mid drafter: one depth-first replay sharing schedule prefixes (62 draft steps,
+        each timed) and one target forward over the union of the 32 trees (`collect.replay_all`);
+        a schedule's time is its measured draft time plus the current verification estimate. Then
+        the winner is drafted and verified for real. Otherwise every schedule is run as a full round.
+        """
+        from treegraft_lab.schedule.collect import replay_all
         from treegraft_lab.schedule.policies import MaskPolicy
 
+        if self.config.greedy and self.mid is not None:
+            _, leaves, _ = replay_all(self, shared_verify=True, timed=0)
+            t_ver = self.costs["t_tgt_ms"]
+            best = max(leaves, key=lambda lf: ((lf["accepted"] + 1) / (lf["meas_draft_ms"] + t_ver), -lf["n_mid"]))
+            return self._round(MaskPolicy(tuple(int(c) for c in best["schedule"])))
         best = None
         self.replaying = True
         try:

@@ -36,12 +36,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from treegraft_lab import graft, kv
+from treegraft_lab import kv
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.schedule.policies import StepContext
 from treegraft_lab.schedule.signals import SIGNALS
-from treegraft_lab.tree import MID, SMALL, DraftTree
+from treegraft_lab.tree import SMALL, DraftTree
 from treegraft_lab.verify import accept_greedy
 
 KINDS = ("small", "mid", "verify")
@@ -165,26 +165,14 @@ def _mid_restore(m, s: tuple) -> None:
 
 
 def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int]) -> tuple[list[int], list[int], int]:
-    """Draft step k exactly as `TreeGraftDecoder._round` does it. Returns (frontier, new, size).
+    """Draft step k through `TreeGraftDecoder.draft_step`. Returns (frontier, new, size).
 
-    size: tokens the mid drafter forwarded (mid step) or frontier nodes (small step).
+    size: tokens the mid drafter forwarded, pending context included (mid step), or frontier
+    nodes (small step): the cost profile's x-axis.
     """
-    cfg = dec.config
-    if call:
-        pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft)
-        fwd = graft.to_forward(tree, pool)
-        before = kv.cache_len(dec.mid.cache)
-        if fwd:
-            dec.mid.score(tree, fwd)
-        size = kv.cache_len(dec.mid.cache) - before
-        frontier = graft.top_by_score(tree, pool, cfg.width)
-        proposals = dec.mid.propose(tree, frontier, cfg.width)
-    else:
-        frontier = graft.top_by_score(tree, last_new, cfg.width)
-        size = len(frontier)
-        proposals = dec.small.propose(tree, frontier, cfg.width)
-    new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive)
-    return frontier, new, size
+    before = kv.cache_len(dec.mid.cache)
+    _, frontier, new, _, _ = dec.draft_step(tree, k, call, last_new)
+    return frontier, new, (kv.cache_len(dec.mid.cache) - before) if call else len(frontier)
 
 
 def path_trie(root: int, trees: list[tuple[DraftTree, list[int]]]) -> tuple[DraftTree, list[dict[int, int]]]:
