@@ -28,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     d.add_argument("--lr", type=float, default=1e-3)
     d.add_argument("--threads", type=int, default=1, help="torch threads (default 1: leave a core free)")
     d.add_argument("--gen-frac", type=float, default=0.5, help="share of time spent generating corpus")
+    d.add_argument("--max-context", type=int, default=320,
+                   help="prompt tokens kept in front of each training continuation (more: copying from long prompts)")
     d.add_argument("--checkpoint-minutes", type=float, default=4.0)
     d.add_argument("--work", default="", help="corpus/checkpoint folder (default: cache/distill)")
     d.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         layers = [int(x) for x in args.layers.split(",")] if args.layers else list(DEFAULT_LAYERS)
         cfg = DistillConfig(out=str(args.out), layers=layers, rank=args.rank, alpha=float(args.rank),
                             sub_vocab=args.sub_vocab, minutes=args.minutes, steps=args.steps,
-                            seed=args.seed, lr=args.lr, threads=args.threads, gen_frac=args.gen_frac,
+                            seed=args.seed, lr=args.lr, threads=args.threads, gen_frac=args.gen_frac, max_context=args.max_context,
                             checkpoint_minutes=args.checkpoint_minutes, work=args.work)
         print(run_distill(cfg, resume=not args.no_resume))
         return 0

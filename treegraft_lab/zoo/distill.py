@@ -414,6 +414,11 @@ def run_distill(cfg: DistillConfig, resume: bool = True) -> Path:
         opt.load_state_dict(ck["opt"])
         state.update(json.loads(ck["state"]))
         print(f"[distill] resumed from {ckpt_path} at step {state['step']}", flush=True)
+    # every (re)start and the knobs it ran with: a resumed run may change them (e.g. --max-context)
+    state.setdefault("segments", []).append(
+        {"from_step": state["step"], "from_elapsed_s": round(state["elapsed"]), "minutes": cfg.minutes,
+         "threads": cfg.threads, "gen_frac": cfg.gen_frac, "max_context": cfg.max_context, "lr": cfg.lr,
+         "ce_weight": cfg.ce_weight})
     seed = cfg.seed + state["step"] * 7919 + state["gen_batches"]
     rng = random.Random(seed)
     torch.manual_seed(seed)
