@@ -100,8 +100,8 @@ class ModelDrafter:
     def begin_round(self) -> None:
         self.flushed = False  # pending forwarded in this round
         self.slot: dict[int, int] = {}  # node id -> cache position
-        self.row: dict[int, int] = {}  # node id -> row of self.rows
-        self.rows: torch.Tensor | None = None  # log q(. | path to node), float32 [scored, vocab]
+        self.row: dict[int, tuple[int, int]] = {}  # node id -> (block, row) in self.rows
+        self.rows: list[torch.Tensor] = []  # one block per call: log q(. | path to node), float32 [n, vocab]
 
     def rollback(self) -> None:
         """Forget this round (replays): drop the round's cache entries, keep pending."""
@@ -154,26 +154,30 @@ class ModelDrafter:
         for i, v in enumerate(nodes):
             self.slot[v] = past + len(pend) + i
         self.flushed = True
-        first = 0 if self.rows is None else self.rows.shape[0]
-        self.rows = rows if self.rows is None else torch.cat([self.rows, rows])
+        self.rows.append(rows)  # blocks, never concatenated: a call costs O(its own nodes)
         for i, v in enumerate(nodes):
-            self.row[v] = first + i
+            self.row[v] = (len(self.rows) - 1, i)
         # refresh edge scores: q(token_v | path to parent), the parent's row is now known
         par = [tree.parent[v] for v in nodes if v != 0]
         if par:
             kids = [v for v in nodes if v != 0]
-            lp = self.rows[[self.row[p] for p in par], [tree.tokens[v] for v in kids]].tolist()
+            lp = self.logq(par).gather(1, torch.tensor([[tree.tokens[v]] for v in kids], device=rows.device))
+            lp = lp.squeeze(1).tolist()
             for v, x in zip(kids, lp):
                 tree.logp[v] = x
             tree.refresh_scores()
         for v in nodes:
             tree.mid_scored[v] = True
 
+    def logq(self, nodes: list[int]) -> torch.Tensor:
+        """log q(. | path to node) of scored nodes, float32 [len(nodes), vocab]."""
+        return torch.stack([self.rows[b][i] for b, i in (self.row[v] for v in nodes)])
+
     def propose(self, tree: DraftTree, frontier: list[int], width: int) -> list[Proposal]:
         """The global top-`width` children of the frontier by path score (all frontier rows at once)."""
         if not frontier:
             return []
-        rows = self.rows[[self.row[f] for f in frontier]]
+        rows = self.logq(frontier)
         base = torch.tensor([tree.score[f] for f in frontier], dtype=rows.dtype, device=rows.device)
         cand = (rows + base[:, None]).flatten()
         k = min(width, cand.numel())

@@ -156,11 +156,11 @@ def copy_tree(t: DraftTree) -> DraftTree:
 
 
 def _mid_state(m) -> tuple:
-    return m.flushed, dict(m.slot), dict(m.row), m.rows, kv.cache_len(m.cache)
+    return m.flushed, dict(m.slot), dict(m.row), list(m.rows), kv.cache_len(m.cache)
 
 
 def _mid_restore(m, s: tuple) -> None:
-    m.flushed, m.slot, m.row, m.rows = s[0], dict(s[1]), dict(s[2]), s[3]
+    m.flushed, m.slot, m.row, m.rows = s[0], dict(s[1]), dict(s[2]), list(s[3])
     kv.truncate(m.cache, s[4])
 
 
