@@ -262,6 +262,12 @@ class TreeGraftDecoder:
             t_ver = self.costs["t_tgt_ms"]
             best = max(leaves, key=lambda lf: ((lf["accepted"] + 1) / (lf["meas_draft_ms"] + t_ver), -lf["n_mid"]))
             return self._round(MaskPolicy(tuple(int(c) for c in best["schedule"])))
+        return self._oracle_full_rounds()
+
+    def _oracle_full_rounds(self) -> tuple[RoundInfo, list[int]]:
+        """The oracle by brute force: 2^D full rounds (draft, verify, roll back), then the best."""
+        from treegraft_lab.schedule.policies import MaskPolicy
+
         best = None
         self.replaying = True
         try:
