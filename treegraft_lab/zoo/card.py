@@ -195,6 +195,17 @@ def measure(folder: Path, max_new: int = 128, reps: int = 15, limit: int = 0,
     return res
 
 
+def _segments(record: dict[str, Any]) -> str:
+    """Markdown lines for the recorded (re)starts of a resumed distillation, if any."""
+    segs = record.get("segments") or []
+    if not segs:
+        return ""
+    lines = "".join(f"  - from step {g['from_step']} ({g['from_elapsed_s'] / 60:.0f} min in): --minutes {g['minutes']:g}, "
+                    f"--threads {g['threads']}, --gen-frac {g['gen_frac']:g}, --max-context {g['max_context']}, "
+                    f"lr {g['lr']:g}, ce weight {g['ce_weight']:g}\n" for g in segs)
+    return "- Recorded restarts (each resumed the cached checkpoint and corpus with these knobs):\n" + lines
+
+
 def model_card_markdown(name: str, res: dict[str, Any], record: dict[str, Any], command: str) -> str:
     """MODEL_CARD.md text from the training record and the measured figures."""
     cfg = record.get("config", {})
@@ -229,7 +240,7 @@ logits of other tokens are `finfo(dtype).min / 2` in a full {res.get('vocab', 49
   wall time {record.get('elapsed', 0) / 60:.1f} min ({record.get('gen_time', 0) / 60:.1f} generating,
   {record.get('train_time', 0) / 60:.1f} training) on {cfg.get('threads')} CPU thread(s) of a shared
   2-core machine; seed {cfg.get('seed')}.
-- Sub-vocabulary coverage of the corpus' target top-1 tokens: {record.get('sub_vocab_coverage_of_target_top1', float('nan')):.4f}.
+{_segments(record)}- Sub-vocabulary coverage of the corpus' target top-1 tokens: {record.get('sub_vocab_coverage_of_target_top1', float('nan')):.4f}.
 
 ## Measured (`treegraft-lab zoo card {name} --json`)
 
