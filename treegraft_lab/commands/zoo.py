@@ -77,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             c = record.get("config", {})
             cmd = (f"treegraft-lab zoo distill --layers {','.join(map(str, c.get('layers', [])))} "
                    f"--rank {c.get('rank')} --sub-vocab {c.get('sub_vocab')} --minutes {c.get('minutes')} "
-                   f"--seed {c.get('seed')} --threads {c.get('threads')}")
+                   f"--seed {c.get('seed')} --threads {c.get('threads')} --gen-frac {c.get('gen_frac')} "
+                   f"--max-context {c.get('max_context')}")
             card_cmd = "treegraft-lab zoo card " + shlex.join(sys.argv[3:] if len(sys.argv) > 3 else [args.name])
             text = model_card_markdown(args.name, res, record, cmd)
             text += f"\nMeasured with `{card_cmd}`.\n"
