@@ -316,3 +316,20 @@ def test_scheduler_info_reports_the_artifact(tmp_path, capsys):
     assert cli.main(["scheduler", "info", "--path", str(tmp_path), "--no-measure", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["params"] == 3265 and len(out["selected"]) == 6 and len(out["candidates"]) == 10
+
+
+def test_scheduler_compare_merges_shards_into_one_table(tmp_path, capsys):
+    def row(cat, s, tokens, seconds):
+        return {"qid": f"{cat}-{s}", "category": cat, "schedule": s, "tokens": tokens, "seconds": seconds}
+
+    a = {"rows": [row("code", "small", 100, 10.0), row("code", "adaptive", 100, 8.0)], "schedules": ["small", "adaptive"]}
+    b = {"rows": [row("qa", "small", 50, 10.0), row("qa", "adaptive", 50, 12.0)], "schedules": ["small", "adaptive"]}
+    for name, part in (("a.json", a), ("b.json", b)):
+        (tmp_path / name).write_text(json.dumps(part))
+    out = tmp_path / "all.json"
+    assert cli.main(["scheduler", "compare", "--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                     "--json", str(out)]) == 0
+    table = json.loads(out.read_text())["tokens_per_s"]
+    assert table["overall"] == {"small": 150 / 20.0, "adaptive": 150 / 20.0}
+    assert table["code"]["adaptive"] == 100 / 8.0 and table["qa"]["adaptive"] == 50 / 12.0
+    assert "overall" in capsys.readouterr().out

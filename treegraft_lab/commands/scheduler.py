@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--schedules", default="small,mid,10101,adaptive", help="comma-separated (oracle is slow)")
     c.add_argument("--threads", type=int, default=0)
     c.add_argument("--json", type=Path, default=None, help="also write the rows and table here")
+    c.add_argument("--shard", default="0/1", help="i/n: decode prompts i, i+n, ... (one process per core)")
+    c.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
+                   help="decode nothing: combine the --json files of finished shards into one table")
 
 
 def measure_overhead(pair_name: str, folder: Path, max_new: int = 48) -> dict:
@@ -85,7 +88,9 @@ def compare(args: argparse.Namespace) -> dict:
     scheds = args.schedules.split(",")
     decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s)) for s in scheds}
     rows = []
-    for i, p in enumerate(load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)):
+    k, n = (int(x) for x in args.shard.split("/"))
+    prompts = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
+    for i, p in list(enumerate(prompts))[k::n]:
         for s in scheds[i % len(scheds):] + scheds[: i % len(scheds)]:
             g = decs[s].generate(p["turns"][0], max_new_tokens=args.max_new)
             t = g.stats["prefill_s"] + sum(r.round_s for r in g.rounds)
@@ -93,12 +98,18 @@ def compare(args: argparse.Namespace) -> dict:
                          "seconds": t, "tokens_per_round": g.stats["tokens_per_round"],
                          "mid_calls_per_round": g.stats["mid_calls_per_round"]})
             print(json.dumps(rows[-1]), flush=True)
+    return {"rows": rows, "tokens_per_s": compare_table(rows, scheds), "threads": torch.get_num_threads(),
+            "shard": args.shard, "schedules": scheds}
+
+
+def compare_table(rows: list[dict], scheds: list[str]) -> dict:
+    """tokens/s per category and overall: total tokens / total seconds of each schedule."""
     table: dict = {}
     for cat in ["overall", *sorted({r["category"] for r in rows})]:
         sub = [r for r in rows if cat == "overall" or r["category"] == cat]
         table[cat] = {s: sum(r["tokens"] for r in sub if r["schedule"] == s) / sum(r["seconds"] for r in sub if r["schedule"] == s)
                       for s in scheds}
-    return {"rows": rows, "tokens_per_s": table, "threads": torch.get_num_threads()}
+    return table
 
 
 def replay(args: argparse.Namespace, folder: Path) -> dict:
@@ -141,10 +152,17 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab.schedule.adaptive import artifact_dir
 
     if args.scheduler_command == "compare":
-        res = compare(args)
+        if args.merge:
+            parts = [json.loads(Path(f).read_text()) for f in args.merge]
+            rows = [r for part in parts for r in part["rows"]]
+            scheds = parts[0].get("schedules") or args.schedules.split(",")
+            res = {"rows": rows, "tokens_per_s": compare_table(rows, scheds), "merged": [str(f) for f in args.merge],
+                   "threads": [part.get("threads") for part in parts], "schedules": scheds}
+        else:
+            res = compare(args)
+            scheds = args.schedules.split(",")
         if args.json:
             args.json.write_text(json.dumps(res, indent=1) + "\n")
-        scheds = args.schedules.split(",")
         print(f"\n{'tokens/s':<16}" + "".join(f"{s:>10}" for s in scheds))
         for cat, row in res["tokens_per_s"].items():
             print(f"{cat:<16}" + "".join(f"{row[s]:>10.2f}" for s in scheds))
