@@ -150,7 +150,7 @@ class ModelDrafter:
         )
         tokens = pend + [tree.tokens[v] for v in nodes]
         logits = kv.masked_forward(self.model, self.cache, tokens, positions, allowed)
-        rows = torch.log_softmax(logits[len(pend) :], dim=-1)
+        rows = torch.log_softmax(logits[len(pend) :].float(), dim=-1)
         for i, v in enumerate(nodes):
             self.slot[v] = past + len(pend) + i
         self.flushed = True

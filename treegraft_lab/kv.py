@@ -49,7 +49,8 @@ def prefill(model, cache: DynamicCache, ids: list[int]) -> None:
 def masked_forward(model, cache: DynamicCache, tokens: list[int], positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     """Forward `tokens` at `positions` attending where `allowed` [new, cached + new] is True.
 
-    Returns float32 logits [new, vocab]; the new keys/values are appended to `cache`.
+    Returns logits [new, vocab] in the model's dtype (callers that need float32 convert: a greedy
+    argmax does not); the new keys/values are appended to `cache`.
     """
     device, dtype = model.device, model.dtype
     mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
@@ -61,7 +62,7 @@ def masked_forward(model, cache: DynamicCache, tokens: list[int], positions: tor
         use_cache=True,
         **{_cache_kw(type(model)): cache},
     )
-    return out.logits[0].float()
+    return out.logits[0]
 
 
 @torch.inference_mode()

@@ -21,7 +21,7 @@ from treegraft_lab.tree import DraftTree
 
 def warp(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
     """Probabilities after temperature, top-k and top-p (nucleus) filtering; rows of [n, V]."""
-    x = logits / temperature
+    x = logits.float() / temperature
     if top_k and top_k < x.shape[-1]:
         kth = torch.topk(x, top_k, dim=-1).values[..., -1:]
         x = x.masked_fill(x < kth, float("-inf"))
@@ -48,7 +48,7 @@ class TargetVerifier:
         self.cached = len(ids)
 
     def forward_tree(self, tree: DraftTree, kept: list[int]) -> torch.Tensor:
-        """One forward of the kept nodes (root first): float32 logits [len(kept), vocab]."""
+        """One forward of the kept nodes (root first): logits [len(kept), vocab], model dtype."""
         n = len(kept)
         allowed = torch.ones(n, self.cached + n, dtype=torch.bool)
         allowed[:, self.cached :] = tree.ancestor_matrix(kept)
