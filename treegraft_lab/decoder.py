@@ -14,6 +14,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from treegraft_lab import graft
@@ -120,6 +121,7 @@ class TreeGraftDecoder:
             self.mid.prefill(ids[:-1])
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
+        self._oracle = {"verify": [], "tokens": 0, "ms": 0.0}  # the oracle schedule's running totals
         if self.costs["t_tgt_ms"] != self.costs["t_tgt_ms"]:  # NaN: not calibrated yet
             self._calibrate()
 
@@ -247,22 +249,37 @@ class TreeGraftDecoder:
             self.costs["t_mid_ms"] += a * (1000 * t_mid / calls - self.costs["t_mid_ms"])
 
     def _oracle_round(self) -> tuple[RoundInfo, list[int]]:
-        """Replay every binary schedule from this state; commit the best by tokens per second.
+        """Replay every binary schedule from this state; commit the best for tokens per second.
 
         Greedy with a mid drafter: one depth-first replay sharing schedule prefixes (62 draft steps,
-        each timed) and one target forward over the union of the 32 trees (`collect.replay_all`);
-        a schedule's time is its measured draft time plus the current verification estimate. Then
-        the winner is drafted and verified for real. Otherwise every schedule is run as a full round.
+        each timed) and one target forward over the union of the 32 trees (`collect.replay_all`).
+        A schedule's time is its measured draft time plus a verification cost linear in its kept
+        nodes, fitted on this run's committed verifications. Maximising each round's own
+        tokens/time would not maximise the run's tokens/s, so the winner maximises
+        `tokens - lambda * time` with lambda the run's tokens/s so far (Dinkelbach); the first
+        round takes the best ratio. The winner is then drafted and verified for real.
+        Otherwise (sampling, or no mid drafter) every schedule is run as a full round.
         """
-        from treegraft_lab.schedule.collect import replay_all
+        from treegraft_lab.schedule.collect import replay_all, robust_line
         from treegraft_lab.schedule.policies import MaskPolicy
 
-        if self.config.greedy and self.mid is not None:
-            _, leaves, _ = replay_all(self, shared_verify=True, timed=0)
-            t_ver = self.costs["t_tgt_ms"]
-            best = max(leaves, key=lambda lf: ((lf["accepted"] + 1) / (lf["meas_draft_ms"] + t_ver), -lf["n_mid"]))
-            return self._round(MaskPolicy(tuple(int(c) for c in best["schedule"])))
-        return self._oracle_full_rounds()
+        if not (self.config.greedy and self.mid is not None):
+            return self._oracle_full_rounds()
+        _, leaves, _ = replay_all(self, shared_verify=True, timed=0)
+        seen = self._oracle["verify"]
+        a, b = robust_line(*map(np.array, zip(*seen))) if len(seen) >= 8 else (self.costs["t_tgt_ms"], 0.0)
+        lam = self._oracle["tokens"] / self._oracle["ms"] if self._oracle["ms"] > 0 else None
+
+        def value(lf: dict) -> tuple[float, int]:
+            t = lf["meas_draft_ms"] + a + b * lf["kept"]
+            return ((lf["accepted"] + 1) / t if lam is None else lf["accepted"] + 1 - lam * t), -lf["n_mid"]
+
+        best = max(leaves, key=value)
+        info, emitted = self._round(MaskPolicy(tuple(int(c) for c in best["schedule"])))
+        seen.append((info.kept + 1, 1000 * info.verify_s))
+        self._oracle["tokens"] += info.accepted + 1
+        self._oracle["ms"] += 1000 * info.round_s
+        return info, emitted
 
     def _oracle_full_rounds(self) -> tuple[RoundInfo, list[int]]:
         """The oracle by brute force: 2^D full rounds (draft, verify, roll back), then the best."""
