@@ -26,7 +26,9 @@ from treegraft_lab.schedule.collect import (
     state_rows,
 )
 from treegraft_lab.schedule.distill import (
+    Student,
     canonical_states,
+    choose_offset,
     fit_student,
     margin_labels,
     n_params,
@@ -37,7 +39,7 @@ from treegraft_lab.schedule.distill import (
 )
 from treegraft_lab.schedule.policies import MaskPolicy, StepContext
 from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
-from treegraft_lab.schedule.value import group_folds, input_names, student_inputs
+from treegraft_lab.schedule.value import Scaler, group_folds, input_names, student_inputs
 from treegraft_lab.tree import SMALL, DraftTree
 
 L5, L25 = math.log(0.5), math.log(0.25)
@@ -333,3 +335,27 @@ def test_scheduler_compare_merges_shards_into_one_table(tmp_path, capsys):
     assert table["overall"] == {"small": 150 / 20.0, "adaptive": 150 / 20.0}
     assert table["code"]["adaptive"] == 100 / 8.0 and table["qa"]["adaptive"] == 50 / 12.0
     assert "overall" in capsys.readouterr().out
+
+
+def test_the_margin_offset_is_raised_until_harmful_calls_stop():
+    """D = 1 round starts where a mid call adds 0.1 tokens for 50 ms more: a student whose margin
+    is 0.7 everywhere calls at offsets 0 .. 0.5 and stops at 1.0, the offset CV must choose."""
+    rows = []
+    for i in range(6):
+        for sched, acc, t in (("0", 1, 20.0), ("1", 1.1, 70.0)):
+            rows.append({"state": f"s{i}", "qid": f"q{i}", "category": "c", "k": 1, "prefix": "", "D": 1,
+                         "schedule": sched, "s1": int(sched), "a": int(sched), "accepted": acc, "t_draft_ms": t,
+                         "t_verify_ms": 30.0, "prompt_len": 10, "t_tgt_ms": 30.0, "t_mid_ms": 10.0,
+                         "sig_ngram_match": 0.5})
+    df = pd.DataFrame(rows)
+    net = student_net(8)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.zero_()
+    always = Student(net, Scaler(np.zeros(8, np.float32), np.ones(8, np.float32)), y_mean=0.7, y_std=1.0)
+    tau, table = choose_offset([(always, df)], ["ngram_match"], 1, scale=1.0)
+    assert tau == 1.0
+    assert table["0 std"] < table["1 std"] == table["5 std"]
+    df.loc[df["schedule"] == "1", "accepted"] = 5.0  # now the call pays: no offset is needed
+    tau, _ = choose_offset([(always, df)], ["ngram_match"], 1, scale=1.0)
+    assert tau == 0.0

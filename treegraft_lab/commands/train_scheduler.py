@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--student-steps", type=int, default=4000)
     parser.add_argument("--rank-steps", type=int, default=1200)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    parser.add_argument("--margin-offset", default="auto",
+                        help="tau: the student calls the mid drafter iff the teacher margin exceeds tau; "
+                             "auto = chosen by the grouped CV (0 = the plain sign rule)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     student, value, chosen, meta = train_pipeline(
         df, prof, args.pair, signals=signals, folds=args.folds, seed=args.seed, value_steps=args.value_steps,
-        student_steps=args.student_steps, rank_steps=args.rank_steps)
+        student_steps=args.student_steps, rank_steps=args.rank_steps,
+        offset="auto" if args.margin_offset == "auto" else float(args.margin_offset))
     D = int(df["D"].iloc[0])
     lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
     weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
