@@ -184,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
     out = {"pair": art.pair, "path": str(folder), "params": art.params, "depth": art.depth, "inputs": art.inputs,
            "selected": art.signals, "candidates": m.get("candidates", []), "cv_table": m.get("cv_table", []),
            "cv": m.get("cv", {}), "r2": m.get("r2", {}), "student_cv": m.get("student_cv", {}),
-           "replay_tokens_per_s": m.get("replay_tokens_per_s", {}), "training": m.get("training", {})}
+           "replay_tokens_per_s": m.get("replay_tokens_per_s", {}), "margin_offset": m.get("margin_offset", {}),
+           "training": m.get("training", {})}
     if not args.no_measure:
         out.update(measure_overhead(args.pair, folder, args.max_new))
     if args.json:
@@ -202,6 +203,9 @@ def run(args: argparse.Namespace) -> int:
               f"{r['r2_all_minus']:>9.4f}{r['drop']:>9.4f}")
     print("\nheld-out R^2 of f_theta: " + ", ".join(f"{k} {v:.3f}" for k, v in out["r2"].items()))
     print("student (CV): " + ", ".join(f"{k} {v:.3f}" for k, v in out["student_cv"].items()))
+    if out["margin_offset"]:
+        mo = out["margin_offset"]
+        print(f"margin offset tau {mo['tau']:.5f} ({mo['chosen_by']}): the student calls iff the teacher margin > tau")
     if out["replay_tokens_per_s"]:
         print("\nmodelled tokens/s on held-out round starts (CV; collection cost profile):")
         _print_table(out["replay_tokens_per_s"])
