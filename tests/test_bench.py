@@ -141,3 +141,20 @@ def test_fit_acceptance_recovers_the_model():
     pts = {b: budget.accepted(b, *truth) for b in (2, 4, 8, 16, 32, 63)}
     assert budget.fit_acceptance(pts) == pytest.approx(truth, rel=1e-3)
     assert budget.accepted(4.0, *truth) == pytest.approx(1.0)  # `half` gives a_max / 2
+
+
+def test_auto_budget_reads_the_adaptive_artifacts_call_rate(tmp_path):
+    import shutil
+    from types import SimpleNamespace
+
+    from treegraft_lab.schedule.adaptive import artifact_dir
+
+    folder = tmp_path / "sched"
+    shutil.copytree(artifact_dir("smollm2-pocket"), folder)
+    meta = json.loads((folder / "scheduler.json").read_text())
+    meta["student_train"]["call_rate"] = 0.2
+    (folder / "scheduler.json").write_text(json.dumps(meta))
+    cfg = DecodeConfig(schedule="adaptive", scheduler_path=str(folder))
+    assert budget.expected_mid_calls(cfg, SimpleNamespace(name="smollm2-pocket")) == pytest.approx(1.0)
+    # no readable artifact: half the steps, as for other policies
+    assert budget.expected_mid_calls(DecodeConfig(schedule="adaptive"), SimpleNamespace(name="no-such-pair")) == 2.5

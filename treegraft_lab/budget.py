@@ -132,8 +132,9 @@ def choose_budget(curve: dict[int, float], fixed_ms: float = 0.0,
     return max(range(1, max_budget + 1), key=eta)
 
 
-def expected_mid_calls(config) -> float:
-    """Mid calls per round implied by the schedule (adaptive, oracle, policies: half the steps)."""
+def expected_mid_calls(config, pair=None) -> float:
+    """Mid calls per round implied by the schedule: adaptive from its artifact's recorded call
+    rate (when it can be read), oracle and policies half the steps."""
     from treegraft_lab.config import parse_mask
 
     name = config.schedule_name
@@ -141,8 +142,31 @@ def expected_mid_calls(config) -> float:
         return 0.0
     if name == "mid":
         return float(config.depth)
+    if name == "adaptive":
+        rate = _adaptive_call_rate(config, pair)
+        if rate is not None:
+            return rate * config.depth
     mask = parse_mask(config.schedule, config.depth) if isinstance(config.schedule, (str, list, tuple)) else None
     return float(sum(mask)) if mask is not None else config.depth / 2
+
+
+def _adaptive_call_rate(config, pair) -> float | None:
+    """The share of steps at which the scheduler artifact called the mid drafter on its training data."""
+    from pathlib import Path
+
+    from treegraft_lab.errors import TreeGraftError
+    from treegraft_lab.schedule import artifact
+    from treegraft_lab.schedule.adaptive import artifact_dir
+
+    name = getattr(pair, "name", None)
+    folder = Path(config.scheduler_path) if config.scheduler_path else (artifact_dir(name) if name else None)
+    if folder is None:
+        return None
+    try:
+        rate = artifact.load(folder).meta.get("student_train", {}).get("call_rate")
+    except TreeGraftError:
+        return None
+    return float(rate) if rate is not None else None
 
 
 def mid_cost_ms(mid, width: int) -> float:
@@ -157,7 +181,7 @@ def auto_budget(pair, config, curve: dict[int, float] | None = None, mid_ms: flo
     """The budget for `config` on `pair`'s device; `curve` / `mid_ms` may be injected (tests)."""
     extra = config.extra or {}
     curve = curve if curve is not None else cost_curve(pair.target)
-    calls = expected_mid_calls(config)
+    calls = expected_mid_calls(config, pair)
     if calls and mid_ms is None:
         mid_ms = mid_cost_ms(pair.mid, config.width) if getattr(pair, "mid", None) is not None else 0.0
     fixed = calls * (mid_ms or 0.0) + (config.depth - calls) * SMALL_STEP_MS
