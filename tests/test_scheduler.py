@@ -359,3 +359,7 @@ def test_the_margin_offset_is_raised_until_harmful_calls_stop():
     df.loc[df["schedule"] == "1", "accepted"] = 5.0  # now the call pays: no offset is needed
     tau, _ = choose_offset([(always, df)], ["ngram_match"], 1, scale=1.0)
     assert tau == 0.0
+
+
+def test_scheduler_compare_rejects_a_bad_shard_before_loading_models():
+    assert cli.main(["scheduler", "compare", "--shard", "2/2"]) == 2

@@ -152,14 +152,11 @@ def expected_mid_calls(config, pair=None) -> float:
 
 def _adaptive_call_rate(config, pair) -> float | None:
     """The share of steps at which the scheduler artifact called the mid drafter on its training data."""
-    from pathlib import Path
-
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule import artifact
-    from treegraft_lab.schedule.adaptive import artifact_dir
+    from treegraft_lab.schedule.adaptive import artifact_folder
 
-    name = getattr(pair, "name", None)
-    folder = Path(config.scheduler_path) if config.scheduler_path else (artifact_dir(name) if name else None)
+    folder = artifact_folder(pair, config)
     if folder is None:
         return None
     try:

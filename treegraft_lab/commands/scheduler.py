@@ -79,16 +79,17 @@ def compare(args: argparse.Namespace) -> dict:
     import torch
 
     from treegraft_lab import load_pair, load_prompts
+    from treegraft_lab.commands.collect import parse_shard
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
 
+    k, n = parse_shard(args.shard)  # before loading any model
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = load_pair(args.pair)
     scheds = args.schedules.split(",")
     decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s)) for s in scheds}
     rows = []
-    k, n = (int(x) for x in args.shard.split("/"))
     prompts = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
     for i, p in list(enumerate(prompts))[k::n]:
         for s in scheds[i % len(scheds):] + scheds[: i % len(scheds)]:

@@ -22,6 +22,14 @@ def artifact_dir(pair_name: str) -> Path:
     return SCHEDULER_DIR / pair_name.replace("/", "_")
 
 
+def artifact_folder(pair, config) -> Path | None:
+    """`config.scheduler_path`, else `data/scheduler/<pair name>/`; None when neither is known."""
+    if config.scheduler_path:
+        return Path(config.scheduler_path)
+    name = getattr(pair, "name", None) if pair is not None else None
+    return artifact_dir(name) if name else None
+
+
 class AdaptivePolicy:
     """The online scheduler; `last_score` is the last de-normalised margin (the recorder reads it)."""
 
@@ -47,11 +55,8 @@ class AdaptivePolicy:
     def for_pair(cls, pair, config) -> AdaptivePolicy:
         """Load `config.scheduler_path`, else `data/scheduler/<pair name>/`; check it fits."""
         name = getattr(pair, "name", None) if pair is not None else None
-        if config.scheduler_path:
-            folder = Path(config.scheduler_path)
-        elif name:
-            folder = artifact_dir(name)
-        else:
+        folder = artifact_folder(pair, config)
+        if folder is None:
             raise TreeGraftError("schedule='adaptive' needs a pair with a name or config.scheduler_path")
         art = art_io.load(folder)
         if art.depth != config.depth:
