@@ -15,6 +15,7 @@ from tests.tiny import tiny_model, tiny_pair
 from treegraft_lab import cli
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.drafters import NgramIndex
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
@@ -61,7 +62,7 @@ def test_signals_on_a_hand_built_tree():
     # would-be reselection: top-2 unscored by path score = root (0) and a (-0.69)
     assert s == pytest.approx({
         "mean_frontier_depth": 2.0, "frontier_leaf_ratio": 0.5, "collapse_debt": 1.5, "past_depth_ratio": 1.0,
-        "reselect_overlap": 0.0, "mean_path_score": L5 / 2, "frontier_size": 1.0, "log_tree_size": math.log(6),
+        "reselect_overlap": 0.0, "mean_path_score": L5 / 2, "root_match": 0.0, "recent_hit_rate": 0.0,
         "score_spread": -L5, "ngram_match": 0.5,
     })
 
@@ -83,10 +84,21 @@ def test_signals_ignore_dead_nodes_and_absent_scores():
     t.logp[2] = -3e38  # an out-of-sub-vocabulary score: not finite for the signals
     t.refresh_scores()
     s = compute_signals(t, frontier=[3, 4], expanded_last=[1, 2], width=2, ngram_max=5)
-    assert s["frontier_size"] == 0.0 and s["ngram_match"] == 0.0 and s["mean_frontier_depth"] == 0.0
-    assert s["log_tree_size"] == pytest.approx(math.log(3))
+    assert s["ngram_match"] == 0.0 and s["mean_frontier_depth"] == 0.0
     assert s["mean_path_score"] == 0.0  # only the root's score is finite
     assert all(math.isfinite(v) for v in s.values())
+
+
+def test_context_signals_read_the_committed_text():
+    idx = NgramIndex(nmax=5)
+    idx.extend([7, 8, 9, 1, 2, 7, 8, 9])  # "7 8 9" repeats: 8 and 9 were guessed the second time
+    assert idx.hits == [False, False, False, False, False, False, True, True]
+    s = compute_signals(hand_tree(), frontier=[3, 4], expanded_last=[1, 2], width=2, ngram_max=5, index=idx)
+    assert s["root_match"] == pytest.approx(3 / 5)  # "7 8 9" occurred before, "2 7 8 9" did not
+    assert s["recent_hit_rate"] == pytest.approx(2 / 8)
+    idx.extend([5])  # never seen: nothing matches a suffix ending in 5
+    s = compute_signals(hand_tree(), frontier=[3, 4], expanded_last=[1, 2], width=2, ngram_max=5, index=idx)
+    assert s["root_match"] == 0.0 and s["recent_hit_rate"] == pytest.approx(2 / 9)
 
 
 # ---------------------------------------------------------------------------- collection
@@ -363,3 +375,9 @@ def test_the_margin_offset_is_raised_until_harmful_calls_stop():
 
 def test_scheduler_compare_rejects_a_bad_shard_before_loading_models():
     assert cli.main(["scheduler", "compare", "--shard", "2/2"]) == 2
+
+
+def test_scheduler_compare_rejects_a_bad_budget_before_loading_models(capsys):
+    assert cli.main(["scheduler", "compare", "--budget", "0"]) == 2
+    assert "budget must be an integer >= 1" in capsys.readouterr().err
+    assert cli.main(["scheduler", "compare", "--budget", "lots"]) == 2

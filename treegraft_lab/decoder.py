@@ -172,7 +172,8 @@ class TreeGraftDecoder:
         last_new, expanded, history, mid_s = [0], [], [], 0.0
         for k in range(1, cfg.depth + 1):
             ctx = StepContext(k, cfg.depth, list(history), tree, last_new, expanded, self.prompt_len,
-                              self.costs["t_tgt_ms"], self.costs["t_mid_ms"], cfg.width, cfg.ngram_max)
+                              self.costs["t_tgt_ms"], self.costs["t_mid_ms"], cfg.width, cfg.ngram_max,
+                              self.small.index)
             call = self._when(policy, ctx)                                      # WHEN
             self._emit("step.decide", k, tree, call_mid=call, ctx=ctx, policy=policy)
             pool, frontier, new, fwd, t = self.draft_step(tree, k, call, last_new)  # WHERE + HOW

@@ -32,12 +32,15 @@ class NgramIndex:
         self.nmax, self.nmin = nmax, nmin
         self.tokens: list[int] = []
         self.table: dict[tuple[int, ...], dict[int, int]] = {}
+        self.hits: list[bool] = []  # per token: was it the index's top-1 guess just before it came?
 
     def extend(self, tokens: list[int]) -> None:
         """Append committed tokens: O(nmax) dictionary updates per token, never a rebuild."""
         seq, table = self.tokens, self.table
         for t in tokens:
             i = len(seq)
+            _, hit = self.lookup(seq[-self.nmax :])
+            self.hits.append(bool(hit) and max(hit, key=hit.get) == t)
             for n in range(self.nmin, self.nmax + 1):
                 if i >= n:
                     d = table.setdefault(tuple(seq[i - n : i]), {})
@@ -51,6 +54,15 @@ class NgramIndex:
             if hit:
                 return n, hit
         return 0, None
+
+    def match_size(self) -> int:
+        """n of the longest n-gram ending the committed text that occurred before (0: none)."""
+        return self.lookup(self.tokens[-self.nmax :])[0]
+
+    def recent_hit_rate(self, window: int = 16) -> float:
+        """Share of the last `window` committed tokens that were the index's top-1 guess."""
+        last = self.hits[-window:]
+        return sum(last) / len(last) if last else 0.0
 
 
 class NgramDrafter:

@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--max-new", type=int, default=128)
     c.add_argument("--schedules", default="small,mid,10101,adaptive", help="comma-separated (oracle is slow)")
     c.add_argument("--threads", type=int, default=0)
+    c.add_argument("--budget", default="63", help="B_ver for every schedule: a number or auto (default: %(default)s)")
     c.add_argument("--json", type=Path, default=None, help="also write the rows and table here")
     c.add_argument("--shard", default="0/1", help="i/n: decode prompts i, i+n, ... (one process per core)")
     c.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
@@ -84,11 +85,13 @@ def compare(args: argparse.Namespace) -> dict:
     from treegraft_lab.decoder import TreeGraftDecoder
 
     k, n = parse_shard(args.shard)  # before loading any model
+    budget = int(args.budget) if args.budget.lstrip("-").isdigit() else args.budget
+    DecodeConfig(budget=budget)  # a bad budget fails here, before the models load
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = load_pair(args.pair)
     scheds = args.schedules.split(",")
-    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s)) for s in scheds}
+    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget)) for s in scheds}
     rows = []
     prompts = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
     for i, p in list(enumerate(prompts))[k::n]:
@@ -100,7 +103,7 @@ def compare(args: argparse.Namespace) -> dict:
                          "mid_calls_per_round": g.stats["mid_calls_per_round"]})
             print(json.dumps(rows[-1]), flush=True)
     return {"rows": rows, "tokens_per_s": compare_table(rows, scheds), "threads": torch.get_num_threads(),
-            "shard": args.shard, "schedules": scheds}
+            "shard": args.shard, "schedules": scheds, "budgets": {s: d.budget for s, d in decs.items()}}
 
 
 def compare_table(rows: list[dict], scheds: list[str]) -> dict:

@@ -229,7 +229,7 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
             leaf(tree, bits, acc)
             return
         ctx = StepContext(k, D, list(bits), tree, last_new, expanded, dec.prompt_len,
-                          dec.costs["t_tgt_ms"], dec.costs["t_mid_ms"], cfg.width, cfg.ngram_max)
+                          dec.costs["t_tgt_ms"], dec.costs["t_mid_ms"], cfg.width, cfg.ngram_max, dec.small.index)
         states.append({"k": k, "prefix": "".join(map(str, bits)), **ctx.signals()})
         mid0 = _mid_state(dec.mid)
         for a in (0, 1):

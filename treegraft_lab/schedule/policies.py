@@ -1,7 +1,8 @@
 """Scheduling policies: WHEN the mid drafter expands the tree. Each answers `decide(ctx) -> bool`.
 
 `StepContext` is what a policy may look at before draft step k: the tree, the frontier, which
-earlier steps called the mid drafter, the prompt length and the measured per-call costs.
+earlier steps called the mid drafter, the prompt length, the measured per-call costs and the
+committed text's n-gram index.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from treegraft_lab.config import DecodeConfig, parse_mask
+from treegraft_lab.drafters import NgramIndex
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.schedule.signals import compute_signals
 from treegraft_lab.tree import DraftTree
@@ -30,6 +32,7 @@ class StepContext:
     t_mid_ms: float
     width: int
     ngram_max: int
+    index: NgramIndex | None = None  # the committed text's n-gram index (the context signals)
     _signals: dict | None = field(default=None, repr=False)
 
     @property
@@ -39,7 +42,8 @@ class StepContext:
     def signals(self) -> dict[str, float]:
         """The 10 candidate signals, computed once per step on demand."""
         if self._signals is None:
-            self._signals = compute_signals(self.tree, self.frontier, self.expanded_last, self.width, self.ngram_max)
+            self._signals = compute_signals(self.tree, self.frontier, self.expanded_last, self.width, self.ngram_max,
+                                            self.index)
         return self._signals
 
 

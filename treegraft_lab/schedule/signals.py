@@ -13,9 +13,15 @@ The six the authors' release uses:
   past_depth_ratio      share of R whose depth is not a depth present in F      [0, 1]
   reselect_overlap      share of R already in F                                 [0, 1]
   mean_path_score       mean finite s(v) over R (log-probability, <= 0)         (-inf, 0]
-Four of our own (the release names none):
-  frontier_size         |F| / W: how much the last step grew the tree           [0, 1]
-  log_tree_size         log(1 + live nodes)                                     [0, ~6]
+Four of our own (the release names none). The first two read the committed context, not the
+tree, so they carry information already at k = 1, where the tree is only the root and every
+tree signal is the same for all rounds:
+  root_match            n of the longest n-gram ending the committed text that occurred
+                        before, / ngram_max: how much context the small drafter's
+                        first step can copy from (0: nothing matches)            [0, 1]
+  recent_hit_rate       share of the last 16 committed tokens that were the n-gram
+                        index's top-1 guess just before they came: are we in a
+                        copying stretch (code, rewrites) or writing new text     [0, 1]
   score_spread          max - min finite s(v) over R: a flat spread means no
                         clear best continuation                                 [0, inf)
   ngram_match           mean n-gram match size of the small-drafted nodes of F,
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import math
 
+from treegraft_lab.drafters import NgramIndex
 from treegraft_lab.tree import SMALL, DraftTree
 
 SIGNALS = (
@@ -35,8 +42,8 @@ SIGNALS = (
     "past_depth_ratio",
     "reselect_overlap",
     "mean_path_score",
-    "frontier_size",
-    "log_tree_size",
+    "root_match",
+    "recent_hit_rate",
     "score_spread",
     "ngram_match",
 )
@@ -44,9 +51,11 @@ RELEASE_SIGNALS = SIGNALS[:6]
 
 
 def compute_signals(
-    tree: DraftTree, frontier: list[int], expanded_last: list[int], width: int, ngram_max: int
+    tree: DraftTree, frontier: list[int], expanded_last: list[int], width: int, ngram_max: int,
+    index: NgramIndex | None = None,
 ) -> dict[str, float]:
-    """All 10 signals for one decision (see the module docstring)."""
+    """All 10 signals for one decision (see the module docstring); the two context signals are 0
+    without the committed text's n-gram `index`."""
     fr = [v for v in frontier if tree.alive[v]]
     pool = [v for v in range(len(tree)) if tree.alive[v] and not tree.mid_scored[v]]
     resel = sorted(pool, key=lambda v: (-tree.score[v], tree.depth[v], v))[:width]
@@ -64,8 +73,8 @@ def compute_signals(
         "past_depth_ratio": sum(tree.depth[v] not in dset for v in resel) / len(resel) if resel else 0.0,
         "reselect_overlap": sum(v in fset for v in resel) / len(resel) if resel else 0.0,
         "mean_path_score": sum(finite) / len(finite) if finite else 0.0,
-        "frontier_size": len(fr) / width,
-        "log_tree_size": math.log1p(sum(tree.alive)),
+        "root_match": index.match_size() / ngram_max if index is not None else 0.0,
+        "recent_hit_rate": index.recent_hit_rate() if index is not None else 0.0,
         "score_spread": (max(finite) - min(finite)) if finite else 0.0,
         "ngram_match": (sum(small) / len(small) / ngram_max) if small else 0.0,
     }
