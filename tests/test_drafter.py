@@ -137,3 +137,32 @@ def test_tree_mask_forward_matches_sequential(target_path: Path) -> None:
         seq = d(input_ids=torch.cat([ctx, torch.tensor([path])], dim=1)).logits[0, -1]
         assert torch.allclose(tree[i, sub], seq[sub], atol=2e-3, rtol=1e-3), i
         assert int(tree[i].argmax()) == int(seq.argmax())
+
+
+@torch.no_grad()
+def test_sub_vocab_rows_score_and_propose_like_the_full_vocabulary(drafter) -> None:
+    from treegraft_lab.drafters import ModelDrafter
+    from treegraft_lab.tree import SMALL, DraftTree
+
+    ctx = torch.randint(0, drafter.config.vocab_size, (40,), generator=torch.Generator().manual_seed(0)).tolist()
+    head = drafter.get_output_embeddings()
+    inside, outside = int(head.token_ids[5]), next(t for t in range(100) if t not in set(head.token_ids.tolist()))
+    results = []
+    for sub in (True, False):
+        m = ModelDrafter(drafter, sub_vocab=sub)
+        assert (m.head is not None) == sub
+        m.prefill(ctx[:-1])
+        t = DraftTree.start(ctx[-1])
+        a, _ = t.add_child(0, inside, -0.5, SMALL, 1, 1)
+        b, _ = t.add_child(0, outside, -0.7, SMALL, 1, 1)  # a token the sub-vocabulary head cannot emit
+        t.add_child(a, int(head.token_ids[9]), -0.3, SMALL, 2, 1)
+        m.score(t, list(range(len(t))))
+        results.append((list(t.logp), m.propose(t, [0, a], 10), m.top1(a)))
+    (lp_sub, prop_sub, top_sub), (lp_full, prop_full, top_full) = results
+    assert lp_sub[b] < -1e30 and lp_full[b] < -1e30  # "cannot emit" on both paths
+    assert [lp for i, lp in enumerate(lp_sub) if i != b] == pytest.approx([lp for i, lp in enumerate(lp_full) if i != b], abs=1e-4)
+    # bf16 logits tie often: the same top-W scores, and the same proposals above the last score
+    assert [lp for *_, lp, _ in prop_sub] == pytest.approx([lp for *_, lp, _ in prop_full], abs=1e-4)
+    last = prop_full[-1][2]
+    assert {(f, tok) for f, tok, lp, _ in prop_sub if lp > last + 1e-4} == {(f, tok) for f, tok, lp, _ in prop_full if lp > last + 1e-4}
+    assert top_sub[0] == top_full[0] and top_sub[1] == pytest.approx(top_full[1], abs=1e-4)

@@ -81,7 +81,7 @@ class CascadeDecoder(TreeGraftDecoder):
         (_, mid_s), calls = self._timed(self.mid.score, tree, chain), 1
         cut = 0  # the mid drafter keeps the chain up to its first disagreement ...
         for u in chain[1:]:
-            if tree.tokens[u] != int(self.mid.logq([tree.parent[u]])[0].argmax()):
+            if tree.tokens[u] != self.mid.top1(tree.parent[u])[0]:
                 break
             cut = u
         rest = chain[chain.index(cut) + 1:]
@@ -92,7 +92,6 @@ class CascadeDecoder(TreeGraftDecoder):
             if v not in self.mid.row:
                 (_, t), calls = self._timed(self.mid.score, tree, [v]), calls + 1
                 mid_s += t
-            row = self.mid.logq([v])[0]
-            tok = int(row.argmax())
-            v, _ = tree.add_child(v, tok, float(row[tok]), MID, tree.depth[v] + 1)
+            tok, lq = self.mid.top1(v)
+            v, _ = tree.add_child(v, tok, lq, MID, tree.depth[v] + 1)
         return tree, "csd", calls, mid_s

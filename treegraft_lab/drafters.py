@@ -97,9 +97,19 @@ class ModelDrafter:
     of the tree, at the next call: rounds without a mid call cost the mid drafter nothing.
     """
 
-    def __init__(self, model) -> None:
+    OUTSIDE = torch.finfo(torch.float32).min / 2  # log q of a token the head cannot emit
+
+    def __init__(self, model, sub_vocab: bool = True) -> None:
         self.model = model
         self.cache = kv.new_cache(model)
+        # A head over a token subset (the pocket drafter's SubVocabHead) is used directly: rows,
+        # log-softmax and top-W over its own columns instead of the full, mostly-filled vocabulary.
+        head = model.get_output_embeddings()
+        self.head = head.sub_logits if sub_vocab and hasattr(head, "sub_logits") else None
+        if self.head is not None:
+            self.sub_ids = head.token_ids.tolist()  # column -> token id
+            self.col = torch.full((head.vocab_size,), -1, dtype=torch.long, device=head.token_ids.device)
+            self.col[head.token_ids] = torch.arange(len(self.sub_ids), device=head.token_ids.device)
         self.cached = 0  # committed tokens in the cache
         self.pending: list[int] = []
         self.begin_round()
@@ -113,7 +123,7 @@ class ModelDrafter:
         self.flushed = False  # pending forwarded in this round
         self.slot: dict[int, int] = {}  # node id -> cache position
         self.row: dict[int, tuple[int, int]] = {}  # node id -> (block, row) in self.rows
-        self.rows: list[torch.Tensor] = []  # one block per call: log q(. | path to node), float32 [n, vocab]
+        self.rows: list[torch.Tensor] = []  # one block per call: log q(. | path to node), float32 [n, columns]
 
     def rollback(self) -> None:
         """Forget this round (replays): drop the round's cache entries, keep pending."""
@@ -161,7 +171,7 @@ class ModelDrafter:
             [self.cached + i for i in range(len(pend))] + [root_pos + tree.depth[v] for v in nodes]
         )
         tokens = pend + [tree.tokens[v] for v in nodes]
-        logits = kv.masked_forward(self.model, self.cache, tokens, positions, allowed)
+        logits = kv.masked_forward(self.model, self.cache, tokens, positions, allowed, self.head)
         rows = torch.log_softmax(logits[len(pend) :].float(), dim=-1)
         for i, v in enumerate(nodes):
             self.slot[v] = past + len(pend) + i
@@ -173,8 +183,7 @@ class ModelDrafter:
         par = [tree.parent[v] for v in nodes if v != 0]
         if par:
             kids = [v for v in nodes if v != 0]
-            lp = self.logq(par).gather(1, torch.tensor([[tree.tokens[v]] for v in kids], device=rows.device))
-            lp = lp.squeeze(1).tolist()
+            lp = self.token_logq(par, [tree.tokens[v] for v in kids]).tolist()
             for v, x in zip(kids, lp):
                 tree.logp[v] = x
             tree.refresh_scores()
@@ -182,8 +191,25 @@ class ModelDrafter:
             tree.mid_scored[v] = True
 
     def logq(self, nodes: list[int]) -> torch.Tensor:
-        """log q(. | path to node) of scored nodes, float32 [len(nodes), vocab]."""
+        """log q(. | path to node) of scored nodes, float32 [len(nodes), columns] (columns: the
+        vocabulary, or a sub-vocabulary head's token subset, `sub_ids`)."""
         return torch.stack([self.rows[b][i] for b, i in (self.row[v] for v in nodes)])
+
+    def top1(self, node: int) -> tuple[int, float]:
+        """The mid drafter's greedy token after a scored node, with its log q."""
+        row = self.logq([node])[0]
+        c = int(row.argmax())
+        return (self.sub_ids[c] if self.head is not None else c), float(row[c])
+
+    def token_logq(self, nodes: list[int], tokens: list[int]) -> torch.Tensor:
+        """log q(tokens[i] | path to nodes[i]), float32 [len(nodes)]."""
+        rows = self.logq(nodes)
+        idx = torch.tensor(tokens, device=rows.device)
+        if self.head is None:
+            return rows.gather(1, idx[:, None]).squeeze(1)
+        col = self.col[idx]
+        lp = rows.gather(1, col.clamp_min(0)[:, None]).squeeze(1)
+        return torch.where(col >= 0, lp, torch.full_like(lp, self.OUTSIDE))
 
     def propose(self, tree: DraftTree, frontier: list[int], width: int) -> list[Proposal]:
         """The global top-`width` children of the frontier by path score (all frontier rows at once)."""
@@ -199,6 +225,8 @@ class ModelDrafter:
         out = []
         for i, total in zip(idx, top.values.tolist()):
             f, tok = frontier[i // vocab], i % vocab
+            if self.head is not None:
+                tok = self.sub_ids[tok]
             if math.isinf(total):
                 continue
             out.append((f, tok, total - tree.score[f], 0))

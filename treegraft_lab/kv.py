@@ -46,23 +46,27 @@ def prefill(model, cache: DynamicCache, ids: list[int]) -> None:
 
 
 @torch.inference_mode()
-def masked_forward(model, cache: DynamicCache, tokens: list[int], positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+def masked_forward(model, cache: DynamicCache, tokens: list[int], positions: torch.Tensor, allowed: torch.Tensor,
+                   head=None) -> torch.Tensor:
     """Forward `tokens` at `positions` attending where `allowed` [new, cached + new] is True.
 
     Returns logits [new, vocab] in the model's dtype (callers that need float32 convert: a greedy
-    argmax does not); the new keys/values are appended to `cache`.
+    argmax does not); the new keys/values are appended to `cache`. With `head` (a callable on the
+    final hidden states [new, hidden]) the model's own output head is skipped and `head`'s output
+    returned instead, e.g. a sub-vocabulary head's logits over its own columns only.
     """
     device, dtype = model.device, model.dtype
     mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
     mask.masked_fill_(~allowed.to(device), torch.finfo(dtype).min)
-    out = model(
+    body = model if head is None else model.get_decoder()
+    out = body(
         input_ids=torch.tensor([tokens], device=device),
         attention_mask=mask[None, None],
         position_ids=positions.to(device)[None],
         use_cache=True,
-        **{_cache_kw(type(model)): cache},
+        **{_cache_kw(type(body)): cache},
     )
-    return out.logits[0]
+    return out.logits[0] if head is None else head(out.last_hidden_state[0])
 
 
 @torch.inference_mode()
