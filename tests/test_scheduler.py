@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.tiny import tiny_model, tiny_pair
-from treegraft_lab import cli
+from treegraft_lab import cli, kv
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramIndex
@@ -24,6 +24,7 @@ from treegraft_lab.schedule.collect import (
     apply_costs,
     replay_all,
     robust_line,
+    stale_mid,
     state_rows,
 )
 from treegraft_lab.schedule.distill import (
@@ -132,6 +133,22 @@ def test_the_prefix_sharing_replay_matches_every_decoder_round():
     rows = state_rows(states, leaves, {"qid": "q"})
     assert len(rows) == 160
     assert all(r["a"] == int(r["schedule"][r["k"] - 1]) and r["schedule"].startswith(r["prefix"]) for r in rows)
+
+
+def test_a_lagging_mid_drafter_replays_the_same_rounds_and_pays_its_backlog():
+    ctx = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6]
+    fresh, stale = (TreeGraftDecoder(noisy_pair(), DecodeConfig(schedule="mid")) for _ in range(2))
+    fresh.start(ctx)
+    stale.start(ctx)
+    assert stale_mid(stale, 4) == 4
+    assert stale.mid.pending == ctx[-5:-1] and kv.cache_len(stale.mid.cache) == stale.mid.cached == len(ctx) - 5
+    _, a, ca = replay_all(fresh, shared_verify=False)
+    _, b, cb = replay_all(stale, shared_verify=False)
+    assert [lf["accepted"] for lf in a] == [lf["accepted"] for lf in b]  # the same trees, the same outcomes
+    mid_a = sum(lf["mid_tokens"] for lf in a)
+    mid_b = sum(lf["mid_tokens"] for lf in b)
+    assert mid_b == mid_a + 4 * sum(1 for lf in b if lf["n_mid"])  # each schedule's first call forwards the backlog
+    assert stale_mid(stale, 0) == 0
 
 
 def test_cost_profile_fit_ignores_spikes_and_times_rows():

@@ -37,6 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merge", action="store_true", help="merge the shards of --out into trajectories.parquet")
     parser.add_argument("--measure-costs", type=Path, default=None, metavar="FILE",
                         help="measure a cost profile on this device, write it to FILE and stop")
+    parser.add_argument("--mid-lag", type=int, default=0, metavar="N",
+                        help="at each round start the mid drafter lags the text by 0..N tokens, as after rounds "
+                             "without a mid call, so replayed calls pay that backlog (default: 0, no lag)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--depth", type=int, default=5)
     parser.add_argument("--width", type=int, default=10)
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     shard = parse_shard(args.shard)
+    if args.mid_lag < 0:
+        raise TreeGraftError(f"--mid-lag {args.mid_lag}: give a number of tokens >= 0")
     costs = CostProfile.load(args.costs) if args.costs else None
     out = _out_dir(args)
     if args.merge:
@@ -107,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(prof.to_dict(), indent=1))
         return 0
     cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
-                        shared_verify=not args.exact_verify, timed=args.timed, decode=decode)
+                        shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag)
     meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
             **_drafter_record(getattr(pair, "mid_id", ""))}
     path = collect_shard(pair, prompts, cfg, out, costs, meta=meta, progress=not args.quiet)
