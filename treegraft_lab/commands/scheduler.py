@@ -38,6 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--max-new", type=int, default=128)
     c.add_argument("--schedules", default="small,mid,10101,adaptive", help="comma-separated (oracle is slow)")
     c.add_argument("--threads", type=int, default=0)
+    c.add_argument("--dtype", default="auto", help="auto (bf16 where the device supports it, else float32), bfloat16, float32")
     c.add_argument("--budget", default="63", help="B_ver for every schedule: a number or auto (default: %(default)s)")
     c.add_argument("--json", type=Path, default=None, help="also write the rows and table here")
     c.add_argument("--shard", default="0/1", help="i/n: decode prompts i, i+n, ... (one process per core)")
@@ -89,7 +90,7 @@ def compare(args: argparse.Namespace) -> dict:
     DecodeConfig(budget=budget)  # a bad budget fails here, before the models load
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = load_pair(args.pair)
+    pair = load_pair(args.pair, dtype=args.dtype)
     scheds = args.schedules.split(",")
     decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget)) for s in scheds}
     rows = []
@@ -103,7 +104,8 @@ def compare(args: argparse.Namespace) -> dict:
                          "mid_calls_per_round": g.stats["mid_calls_per_round"]})
             print(json.dumps(rows[-1]), flush=True)
     return {"rows": rows, "tokens_per_s": compare_table(rows, scheds), "threads": torch.get_num_threads(),
-            "shard": args.shard, "schedules": scheds, "budgets": {s: d.budget for s, d in decs.items()}}
+            "shard": args.shard, "schedules": scheds, "budgets": {s: d.budget for s, d in decs.items()},
+            "dtype": str(pair.dtype)}
 
 
 def compare_table(rows: list[dict], scheds: list[str]) -> dict:
