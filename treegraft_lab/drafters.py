@@ -118,6 +118,18 @@ class ModelDrafter:
         kv.prefill(self.model, self.cache, ids)
         self.cached = len(ids)
 
+    def unforward(self, committed: list[int], n: int) -> int:
+        """Move the last `n` cached committed tokens back to `pending`, as if the rounds that
+        committed them had not called this drafter (`committed`: all committed ids, the root
+        last). Only between rounds. Returns the number moved (at most all but the first)."""
+        n = min(n, self.cached - 1) if not self.flushed and not self.slot else 0
+        if n <= 0:
+            return 0
+        self.cached -= n
+        kv.truncate(self.cache, self.cached)
+        self.pending = list(committed[self.cached : self.cached + n]) + self.pending
+        return n
+
     # ---- round state ---------------------------------------------------------------------------
     def begin_round(self) -> None:
         self.flushed = False  # pending forwarded in this round

@@ -82,11 +82,12 @@ def compare(args: argparse.Namespace) -> dict:
 
     from treegraft_lab import load_pair, load_prompts
     from treegraft_lab.commands.collect import parse_shard
+    from treegraft_lab.commands.common import _int
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
 
     k, n = parse_shard(args.shard)  # before loading any model
-    budget = int(args.budget) if args.budget.lstrip("-").isdigit() else args.budget
+    budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
     DecodeConfig(budget=budget)  # a bad budget fails here, before the models load
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -164,19 +164,6 @@ def _mid_restore(m, s: tuple) -> None:
     kv.truncate(m.cache, s[4])
 
 
-def stale_mid(dec, lag: int) -> int:
-    """Move the last `lag` committed tokens of the mid drafter's cache back to `pending`, as if
-    the rounds that committed them had not called it. Returns the lag applied."""
-    m = dec.mid
-    lag = min(lag, m.cached - 1) if not m.flushed and not m.slot else 0
-    if lag <= 0:
-        return 0
-    m.cached -= lag
-    kv.truncate(m.cache, m.cached)
-    m.pending = list(dec.ids[m.cached : m.cached + lag]) + m.pending
-    return lag
-
-
 def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int]) -> tuple[list[int], list[int], int]:
     """Draft step k through `TreeGraftDecoder.draft_step`. Returns (frontier, new, size).
 
@@ -312,7 +299,7 @@ class CollectConfig:
     timed: int = 3  # schedules per round start also verified alone, timed (the cost profile's data)
     decode: dict = field(default_factory=dict)  # DecodeConfig overrides (depth, width, budget, ...)
     # The mid drafter's cache lags the committed text by a lag drawn uniformly from 0..mid_lag
-    # tokens at each round start, as after rounds without a mid call (`stale_mid`): the first
+    # tokens at each round start, as after rounds without a mid call (`ModelDrafter.unforward`): the first
     # mid call of a replay then pays the backlog a decode that calls it rarely pays. 0: no lag.
     mid_lag: int = 0
 
@@ -381,7 +368,7 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         for j in spots:
             dec.start(ids + cont[:j])
             dec.prompt_len = len(ids)
-            lag = stale_mid(dec, rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
+            lag = dec.mid.unforward(dec.ids, rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
             st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
             base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{i}:{state_id}",
                     "position": j, "prompt_len": len(ids), "D": dcfg.depth, "mid_lag": lag}
