@@ -158,3 +158,52 @@ def test_auto_budget_reads_the_adaptive_artifacts_call_rate(tmp_path):
     assert budget.expected_mid_calls(cfg, SimpleNamespace(name="smollm2-pocket")) == pytest.approx(1.0)
     # no readable artifact: half the steps, as for other policies
     assert budget.expected_mid_calls(DecodeConfig(schedule="adaptive"), SimpleNamespace(name="no-such-pair")) == 2.5
+
+
+def _chain_tree(edge_ps):
+    """Root -> a -> b -> ... with the given n-gram edge scores, plus one unlikely sibling of a."""
+    import math
+
+    from treegraft_lab.tree import SMALL, DraftTree
+
+    t = DraftTree.start(0)
+    parent = 0
+    for i, p in enumerate(edge_ps, 1):
+        parent, _ = t.add_child(parent, i, math.log(p), SMALL, i, ngram_n=3)
+    t.add_child(0, 99, math.log(0.05), SMALL, 1, ngram_n=1)
+    return t
+
+
+def test_value_pruning_verifies_everything_where_nodes_cost_nothing():
+    from treegraft_lab.budget import ValuePruner
+
+    tree = _chain_tree([0.9, 0.8, 0.7])
+    flat = ValuePruner({1: 50.0, 64: 50.0})
+    assert flat.prune(tree, 63) == [0, 1, 2, 3, 4]  # every live node, the unlikely sibling too
+    assert flat.prune(tree, 2) == [0, 1, 2]  # never more than the budget: the two most likely
+
+
+def test_value_pruning_keeps_only_nodes_worth_their_verification_time():
+    from treegraft_lab.budget import ValuePruner
+
+    steep = ValuePruner({1: 50.0, 2: 75.0, 64: 1625.0})  # each node costs half a plain decoding step
+    tree = _chain_tree([0.9, 0.8, 0.3])
+    # chances 0.9, 0.72, 0.216, 0.05: worth a node when above 25 ms * (1 / 50 ms) = 0.5
+    assert steep.prune(tree, 63) == [0, 1, 2]
+    weak = _chain_tree([0.4])
+    assert steep.prune(weak, 63) == [0]  # nothing worth it: the root alone, a plain decoding step
+
+
+def test_value_pruning_calibrates_each_drafters_chances_from_what_the_target_accepted():
+    from treegraft_lab.budget import ValuePruner
+
+    pr = ValuePruner({1: 50.0, 2: 75.0, 64: 1625.0})
+    tree = _chain_tree([0.75])
+    before = pr.chances(tree)[1]
+    for _ in range(20):  # the 3-gram edge scored 0.75 is rejected every time
+        pr.observe(tree, [0, 1, 2], [0], 50.0)
+    assert pr.bins[("n3", 3)] == [0.0, 20.0]
+    assert pr.bins[("n1", 0)] == [0.0, 20.0]
+    assert pr.chances(tree)[1] < 0.1 < before
+    assert pr.prune(tree, 63) == [0]
+    assert pr.rate() == pytest.approx(1 / 50)  # 20 tokens in 1,000 ms, never below plain decoding's 1 / 50

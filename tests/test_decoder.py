@@ -25,6 +25,7 @@ SETTINGS = [
     dict(schedule="10101", expanded_graft=False),
     dict(schedule="10101", non_destructive=False),
     dict(schedule="mid", width=3, budget=4, depth=3),
+    dict(schedule="10101", prune="value"),
 ]
 
 

@@ -116,7 +116,7 @@ def _decoder_runner(dec) -> Runner:
     return run
 
 
-def make_runner(pair, method: str, budget: int | str = 63) -> tuple[Runner, dict]:
+def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk") -> tuple[Runner, dict]:
     """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget)."""
     from treegraft_lab.baselines import CascadeDecoder
     from treegraft_lab.config import DecodeConfig
@@ -131,10 +131,10 @@ def make_runner(pair, method: str, budget: int | str = 63) -> tuple[Runner, dict
             raise TreeGraftError("the pair has no mid drafter")
         return _hf_runner(pair, assistant=pair.mid), {}
     if method == "csd":
-        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget))
+        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune))
         return _decoder_runner(dec), {"budget": dec.budget}
     if method in TREE_METHODS:
-        dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, **TREE_METHODS[method]))
+        dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, **TREE_METHODS[method]))
         return _decoder_runner(dec), {"budget": dec.budget}
     raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
@@ -149,7 +149,7 @@ def _sync(device) -> None:
 
 def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = METHODS, max_new_tokens: int = 128,
               repeats: int = 1, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
-              settings: dict | None = None) -> BenchResult:
+              settings: dict | None = None, prune: str = "topk") -> BenchResult:
     """Run every method on every prompt (first turn, chat template applied) and summarise."""
     from tqdm.auto import tqdm
 
@@ -166,7 +166,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     runners, facts, skipped = {}, {}, {}
     for m in methods:
         try:
-            runners[m], facts[m] = make_runner(pair, m, budget)
+            runners[m], facts[m] = make_runner(pair, m, budget, prune)
             runners[m](encoded[0], min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
         except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
             if m == "ar":
@@ -190,7 +190,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                 budgets={m: f["budget"] for m, f in facts.items() if "budget" in f},
                 settings={**(settings or {}), "methods": order, "max_new_tokens": max_new_tokens, "repeats": repeats,
-                          "budget": budget, "warmup_tokens": warmup_tokens, "prompts": len(prompts)},
+                          "budget": budget, "prune": prune, "warmup_tokens": warmup_tokens, "prompts": len(prompts)},
                 skipped=skipped)
     records = pd.DataFrame(rows)
     return BenchResult(records, summarize(records), meta, skipped)

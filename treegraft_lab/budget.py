@@ -23,6 +23,7 @@ Cost curves are cached per (model, device, dtype), so every decoder on one pair 
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
@@ -184,3 +185,80 @@ def auto_budget(pair, config, curve: dict[int, float] | None = None, mid_ms: flo
     fixed = calls * (mid_ms or 0.0) + (config.depth - calls) * SMALL_STEP_MS
     acc = extra.get("acceptance", ACCEPTANCE["small" if calls == 0 else "default"])
     return choose_budget(curve, fixed, tuple(acc), int(extra.get("max_budget", 63)))
+
+
+class ValuePruner:
+    """`prune="value"`: each round, verify only the best nodes whose expected accepted tokens pay
+    for their verification time on this device (a per-round budget, at most B_ver).
+
+    Acceptance chances are calibrated online. An edge (a node given its parent) is binned by who
+    scored it (the mid drafter, or the n-gram drafter by match size n) and by its own score p in
+    fifths; a bin's chance is (hits + PRIOR * p) / (trials + PRIOR), counted over this run's kept
+    edges whose parent the target accepted (a trial; a hit when the edge was accepted too). A
+    node's chance P(v) is the product over its path, so it never exceeds its parent's and every
+    prefix of the nodes sorted by P is closed under ancestors. With the nodes sorted by P (ties:
+    shallower first), the kept prefix k in 0..budget maximises
+
+        sum_{i <= k} P(v_i)  -  lam * verify_ms(k + 1)
+
+    where verify_ms is the measured cost curve and lam the run's tokens per ms so far (at least
+    1 / verify_ms(1), the rate of plain decoding): a node is worth verifying when its expected
+    tokens beat what the time it costs would earn otherwise. k = 0 verifies the root alone, a plain
+    decoding step. Any kept subset is lossless; only speed depends on this choice.
+    """
+
+    PRIOR = 2.0
+
+    def __init__(self, curve: dict[int, float]) -> None:
+        self.curve = curve
+        self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials]
+        self.tokens, self.ms = 0, 0.0
+
+    @staticmethod
+    def bin(tree, v: int) -> tuple[str, int]:
+        from treegraft_lab.tree import MID
+
+        src = "mid" if tree.drafted_by[v] & MID else f"n{tree.ngram_n[v]}"
+        return src, min(int(math.exp(tree.logp[v]) * 5), 4)
+
+    def edge_chance(self, tree, v: int) -> float:
+        p = math.exp(tree.logp[v])
+        hits, trials = self.bins.get(self.bin(tree, v), (0.0, 0.0))
+        return (hits + self.PRIOR * p) / (trials + self.PRIOR)
+
+    def chances(self, tree) -> list[float]:
+        """P(v) for every node (root 1, dead nodes 0); ids are topological."""
+        out = [1.0] * len(tree)
+        for v in range(1, len(tree)):
+            out[v] = out[tree.parent[v]] * self.edge_chance(tree, v) if tree.alive[v] else 0.0
+        return out
+
+    def rate(self) -> float:
+        """lam: tokens per ms the run earns, at least plain decoding's."""
+        floor = 1.0 / interpolate(self.curve, 1)
+        return max(floor, self.tokens / self.ms) if self.ms > 0 else floor
+
+    def prune(self, tree, budget: int) -> list[int]:
+        """The kept node ids (root first, increasing ids)."""
+        chance = self.chances(tree)
+        order = sorted((v for v in range(1, len(tree)) if tree.alive[v]), key=lambda v: (-chance[v], tree.depth[v], v))
+        order = order[:budget]
+        lam = self.rate()
+        total, best, best_k = 0.0, -lam * interpolate(self.curve, 1), 0
+        for k, v in enumerate(order, 1):
+            total += chance[v]
+            value = total - lam * interpolate(self.curve, k + 1)
+            if value > best:
+                best, best_k = value, k
+        return sorted([0, *order[:best_k]])
+
+    def observe(self, tree, kept: list[int], path: list[int], round_ms: float) -> None:
+        """Count the round's trials and hits, and its tokens and time."""
+        on_path = set(path)
+        for v in kept[1:]:
+            if tree.parent[v] in on_path:
+                b = self.bins.setdefault(self.bin(tree, v), [0.0, 0.0])
+                b[0] += v in on_path
+                b[1] += 1
+        self.tokens += len(path)  # accepted draft tokens plus the bonus token
+        self.ms += round_ms

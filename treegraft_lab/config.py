@@ -39,7 +39,9 @@ class DecodeConfig:
 
     depth: draft steps per round (D). width: frontier width W (nodes expanded per step, and new
     nodes kept per step). budget: non-root nodes the target verifies (B_ver), or "auto" to pick
-    it from a measured cost curve. ngram_max/ngram_min: n-gram match sizes of the small drafter.
+    it from a measured cost curve. prune: "topk" keeps the budget's best nodes by path score (the
+    paper); "value" keeps, each round, only the best nodes whose calibrated acceptance chance pays
+    for their verification time on this device (at most `budget`; budget.ValuePruner). ngram_max/ngram_min: n-gram match sizes of the small drafter.
     expanded_graft (EG) and non_destructive (ND) switch the paper's WHERE and HOW mechanisms.
     schedule: "small", "mid", a 0/1 mask such as "10101", "adaptive", "oracle", or a policy
     object with `decide(ctx) -> bool`. call_budget: most mid calls per round (None = no cap).
@@ -48,6 +50,7 @@ class DecodeConfig:
     depth: int = 5
     width: int = 10
     budget: int | str = 63
+    prune: str = "topk"
     ngram_max: int = 5
     ngram_min: int = 1
     temperature: float = 0.0
@@ -73,6 +76,7 @@ class DecodeConfig:
                 isinstance(self.budget, int) and self.budget >= 1,
                 f"budget must be an integer >= 1 (non-root nodes verified) or 'auto', got {self.budget!r}",
             )
+        need(self.prune in ("topk", "value"), f"prune must be 'topk' (the paper) or 'value' (per-round, cost-aware), got {self.prune!r}")
         need(
             isinstance(self.ngram_max, int) and isinstance(self.ngram_min, int) and 1 <= self.ngram_min <= self.ngram_max,
             f"n-gram sizes must satisfy 1 <= ngram_min <= ngram_max, got {self.ngram_min}..{self.ngram_max}",

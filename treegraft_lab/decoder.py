@@ -73,6 +73,7 @@ class TreeGraftDecoder:
             raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
         self.policy = make_policy(config, pair)
         self.budget = config.budget if config.budget != "auto" else self._auto_budget()
+        self.pruner = None  # budget.ValuePruner with prune="value", made per run in start()
         self._hooks: dict[str, list] = {}
         self.costs = {"t_tgt_ms": float("nan"), "t_mid_ms": float("nan")}
         self.round_idx = 0
@@ -122,6 +123,10 @@ class TreeGraftDecoder:
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self._oracle = {"verify": [], "tokens": 0, "ms": 0.0}  # the oracle schedule's running totals
+        if cfg.prune == "value":
+            from treegraft_lab.budget import ValuePruner, cost_curve
+
+            self.pruner = ValuePruner(cost_curve(self.pair.target))
         if self.costs["t_tgt_ms"] != self.costs["t_tgt_ms"]:  # NaN: not calibrated yet
             self._calibrate()
 
@@ -161,9 +166,14 @@ class TreeGraftDecoder:
         t0 = time.perf_counter()
         self._emit("round.start", root=self.root, committed=len(self.ids))
         tree, schedule, calls, mid_s = self._draft(policy)
-        kept = tree.prune(self.budget)                                          # global budget pruning
+        kept = self.prune(tree)                                                 # global budget pruning
         self._emit("round.prune", self.config.depth, tree, kept=kept)
         return self._verify(tree, kept, schedule, calls, mid_s, t0, commit)
+
+    def prune(self, tree: DraftTree) -> list[int]:
+        """The nodes the target verifies: the budget's best by path score, or (prune="value")
+        the best ones worth their verification time this round."""
+        return tree.prune(self.budget) if self.pruner is None else self.pruner.prune(tree, self.budget)
 
     def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
         """Grow the shared tree for D steps. Returns (tree, schedule bits, mid calls, mid seconds)."""
@@ -226,6 +236,8 @@ class TreeGraftDecoder:
             self.ids += emitted
             self.root = bonus
             self._update_costs(t_fwd, mid_s, calls)
+            if self.pruner is not None:
+                self.pruner.observe(tree, kept, path, 1000 * (time.perf_counter() - t0))
         else:
             self.target.rollback()
             if self.mid is not None:

@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit-per-category", type=int, default=None, help="first N prompts of each category")
     parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
     parser.add_argument("--budget", default="63", help="verification budget of the tree methods, or auto")
+    parser.add_argument("--prune", default="topk", choices=("topk", "value"),
+                        help="topk: the budget's best nodes by path score (the paper); value: per round, only nodes worth their verification time")
     parser.add_argument("--warmup-tokens", type=int, default=16, help="tokens of the untimed warm-up per method")
     parser.add_argument("--out", default=None, help="output folder (default: data/bench/<pair>-<timestamp>)")
     parser.add_argument("--json", action="store_true", help="print one JSON object of speedups")
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
                 **_drafter_info(getattr(pair, "mid_id", "")), "prompt_suite": str(args.prompts), "split": args.split,
                 "limit_per_category": args.limit_per_category, "command": "treegraft-lab " + shlex.join(cli)}
     result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
-                             args.warmup_tokens, progress=not args.json, settings=settings)
+                             args.warmup_tokens, prune=args.prune, progress=not args.json, settings=settings)
     out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
     bench.save(result, out)
     if args.json:

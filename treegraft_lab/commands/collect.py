@@ -44,6 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--depth", type=int, default=5)
     parser.add_argument("--width", type=int, default=10)
     parser.add_argument("--budget", type=int, default=63)
+    parser.add_argument("--prune", default="topk", choices=("topk", "value"),
+                        help="topk: the budget's best nodes by path score (the paper); value: per round, only nodes worth their verification time")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     pair = load_pair(None if args.target else args.pair, target=args.target, mid=args.mid, device=args.device,
                      dtype=args.dtype)
     out = args.out or TRAJECTORIES_DIR / pair.name.replace("/", "_")
-    decode = {"depth": args.depth, "width": args.width, "budget": args.budget}
+    decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune}
     prompts = load_prompts(args.prompts, split=args.split, limit=args.limit, per_category=args.per_category)
     if args.measure_costs:
         prof = measure_costs(pair, encode_prompt(pair.tokenizer, prompts[0]["turns"][0]), decode)

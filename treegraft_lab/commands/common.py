@@ -18,6 +18,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--depth", type=int, default=5, help="draft steps per round (D)")
     parser.add_argument("--width", type=int, default=10, help="frontier width (W)")
     parser.add_argument("--budget", default="63", help="non-root nodes verified (B_ver), or auto")
+    parser.add_argument("--prune", default="topk", choices=("topk", "value"),
+                        help="topk: the budget's best nodes by path score (the paper); value: per round, only nodes worth their verification time")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)
@@ -37,7 +39,7 @@ def config_from_args(args: argparse.Namespace, **overrides):
     from treegraft_lab.config import DecodeConfig
 
     budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
-    kw = dict(schedule=args.schedule, depth=args.depth, width=args.width, budget=budget,
+    kw = dict(schedule=args.schedule, depth=args.depth, width=args.width, budget=budget, prune=args.prune,
               temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
               expanded_graft=not args.no_eg, non_destructive=not args.no_nd, seed=args.seed)
     kw.update(overrides)

@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--threads", type=int, default=0)
     c.add_argument("--dtype", default="auto", help="auto (bf16 where the device supports it, else float32), bfloat16, float32")
     c.add_argument("--budget", default="63", help="B_ver for every schedule: a number or auto (default: %(default)s)")
+    c.add_argument("--prune", default="topk", choices=("topk", "value"),
+                   help="topk: the budget's best nodes by path score (the paper); value: per round, only nodes worth their verification time")
     c.add_argument("--json", type=Path, default=None, help="also write the rows and table here")
     c.add_argument("--shard", default="0/1", help="i/n: decode prompts i, i+n, ... (one process per core)")
     c.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
@@ -88,12 +90,12 @@ def compare(args: argparse.Namespace) -> dict:
 
     k, n = parse_shard(args.shard)  # before loading any model
     budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
-    DecodeConfig(budget=budget)  # a bad budget fails here, before the models load
+    DecodeConfig(budget=budget, prune=args.prune)  # a bad budget fails here, before the models load
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, dtype=args.dtype)
     scheds = args.schedules.split(",")
-    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget)) for s in scheds}
+    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget, prune=args.prune)) for s in scheds}
     rows = []
     prompts = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
     for i, p in list(enumerate(prompts))[k::n]:
@@ -105,7 +107,7 @@ def compare(args: argparse.Namespace) -> dict:
                          "mid_calls_per_round": g.stats["mid_calls_per_round"]})
             print(json.dumps(rows[-1]), flush=True)
     return {"rows": rows, "tokens_per_s": compare_table(rows, scheds), "threads": torch.get_num_threads(),
-            "shard": args.shard, "schedules": scheds, "budgets": {s: d.budget for s, d in decs.items()},
+            "shard": args.shard, "schedules": scheds, "budgets": {s: d.budget for s, d in decs.items()}, "prune": args.prune,
             "dtype": str(pair.dtype)}
 
 

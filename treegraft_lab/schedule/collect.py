@@ -219,7 +219,7 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
         return len(path) - 1, 1000 * t
 
     def leaf(tree: DraftTree, bits: tuple[int, ...], acc: dict) -> None:
-        kept = tree.prune(dec.budget)
+        kept = dec.prune(tree)
         finals.append((tree, kept))
         leaves.append({"schedule": "".join(map(str, bits)), "accepted": -1, "kept": len(kept),
                        "nodes": sum(tree.alive), **acc, "meas_verify_ms": math.nan, "check": True})
