@@ -72,3 +72,18 @@ def test_a_recorded_run_round_trips_through_parquet(pair, tmp_path):
 def test_loading_something_that_is_not_a_run_says_so(tmp_path):
     with pytest.raises(TreeGraftError, match="not a saved run"):
         load_run(tmp_path)
+
+
+def test_value_pruning_records_each_nodes_acceptance_chance(pair):
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", prune="value"))
+    with record(dec) as rec:
+        dec.generate(PROMPT, max_new_tokens=12)
+    tree = rec.to_frame()["tree"]
+    root, live = tree[tree.node == 0], tree[(tree.node > 0) & tree.alive]
+    assert (root.accept_chance == 1.0).all()
+    assert live.accept_chance.between(0.0, 1.0).all() and live.accept_chance.notna().all()
+    parent = tree.set_index(["round", "node"]).accept_chance
+    assert (live.accept_chance.values <= parent.loc[list(zip(live["round"], live.parent))].values + 1e-12).all()
+    with record(TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))) as rec2:
+        rec2.decoder.generate(PROMPT, max_new_tokens=4)
+    assert rec2.to_frame()["tree"].accept_chance.isna().all()  # prune="topk" has no chances

@@ -115,6 +115,9 @@ def test_playground_replays_the_recorded_round_start(tiny):
         emitted = t[t["accepted"] & (t["parent"] >= 0)].sort_values("depth")["token"].tolist()
         emitted.append(int(rrun.rounds.iloc[0]["bonus_token"]))
         assert emitted == gen.token_ids[start : start + info.accepted + 1]
+    pg.prune.value = "value"  # cost-aware pruning keeps at most the budget, often fewer
+    df = pg.replay()
+    assert (df["kept"].iloc[1:] <= 8).all() and all(c.prune == "value" for c in pg.settings().values())
 
 
 def test_playground_without_a_pair_is_view_only():

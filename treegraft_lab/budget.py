@@ -29,6 +29,7 @@ import time
 import torch
 
 from treegraft_lab import kv
+from treegraft_lab.tree import MID
 
 SIZES = (1, 4, 8, 16, 24, 32, 48, 64)  # tokens per profiled forward (root + B non-root nodes)
 CONTEXT = 256  # synthetic cached context length
@@ -216,8 +217,6 @@ class ValuePruner:
 
     @staticmethod
     def bin(tree, v: int) -> tuple[str, int]:
-        from treegraft_lab.tree import MID
-
         src = "mid" if tree.drafted_by[v] & MID else f"n{tree.ngram_n[v]}"
         return src, min(int(math.exp(tree.logp[v]) * 5), 4)
 

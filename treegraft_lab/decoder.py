@@ -74,6 +74,10 @@ class TreeGraftDecoder:
         self.policy = make_policy(config, pair)
         self.budget = config.budget if config.budget != "auto" else self._auto_budget()
         self.pruner = None  # budget.ValuePruner with prune="value", made per run in start()
+        if config.prune == "value":  # the cost curve is measured here, once, not inside a timed run
+            from treegraft_lab.budget import cost_curve
+
+            self._curve = cost_curve(pair.target)
         self._hooks: dict[str, list] = {}
         self.costs = {"t_tgt_ms": float("nan"), "t_mid_ms": float("nan")}
         self.round_idx = 0
@@ -124,9 +128,9 @@ class TreeGraftDecoder:
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self._oracle = {"verify": [], "tokens": 0, "ms": 0.0}  # the oracle schedule's running totals
         if cfg.prune == "value":
-            from treegraft_lab.budget import ValuePruner, cost_curve
+            from treegraft_lab.budget import ValuePruner
 
-            self.pruner = ValuePruner(cost_curve(self.pair.target))
+            self.pruner = ValuePruner(self._curve)
         if self.costs["t_tgt_ms"] != self.costs["t_tgt_ms"]:  # NaN: not calibrated yet
             self._calibrate()
 
@@ -167,7 +171,8 @@ class TreeGraftDecoder:
         self._emit("round.start", root=self.root, committed=len(self.ids))
         tree, schedule, calls, mid_s = self._draft(policy)
         kept = self.prune(tree)                                                 # global budget pruning
-        self._emit("round.prune", self.config.depth, tree, kept=kept)
+        self._emit("round.prune", self.config.depth, tree, kept=kept,
+                   chances=self.pruner.chances(tree) if self.pruner and "round.prune" in self._hooks else None)
         return self._verify(tree, kept, schedule, calls, mid_s, t0, commit)
 
     def prune(self, tree: DraftTree) -> list[int]:

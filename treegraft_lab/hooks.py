@@ -5,7 +5,7 @@ Hook points (a hook receives one HookEvent):
   round.start    a round begins                data: root, committed
   step.decide    the policy has decided        data: call_mid, ctx (StepContext), policy
   step.expand    a draft step grew the tree    data: call_mid, pool, frontier, new, last_new, forwarded
-  round.prune    budget pruning is done        data: kept
+  round.prune    budget pruning is done        data: kept, chances (prune="value": P(v) per node, else None)
   round.verify   the target has verified       data: kept, logits, path, bonus
   round.accept   tokens are committed          data: kept, path, bonus, info (RoundInfo), committed
   run.end        generation finished           data: prompt_ids, generation
@@ -80,6 +80,7 @@ class Recorder:
         self.run = -1
         self.round_base = 0
         self._prev_front: list[int] = []
+        self._chances: list[float] | None = None
 
     def hooks(self) -> list[tuple[str, Any]]:
         def skip_replays(fn):
@@ -149,7 +150,7 @@ class Recorder:
         }
 
     def _on_round_prune(self, ev: HookEvent) -> None:
-        pass
+        self._chances = ev.data.get("chances")  # prune="value": each node's calibrated acceptance chance
 
     def _on_round_verify(self, ev: HookEvent) -> None:
         self._argmax = dict(zip(ev.data["kept"], ev.data["logits"].argmax(-1).tolist()))
@@ -163,6 +164,7 @@ class Recorder:
             self.rows["tree"].append({
                 **self._key(ev), **self._node(t, v), "kept": v in kept, "accepted": v in path,
                 "target_token": self._argmax.get(v, -1),
+                "accept_chance": self._chances[v] if self._chances is not None else math.nan,
             })
         self.rows["rounds"].append({
             **self._key(ev), "root_token": t.tokens[0], "bonus_token": d["bonus"],

@@ -207,6 +207,8 @@ class SchedulePlayground(W.VBox):
         self.nd = W.Checkbox(bool(self.cfg.get("non_destructive", True)), description="ND (non-destructive grafting)", indent=False)
         budget = self.cfg.get("budget", 63)
         self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget")
+        self.prune = W.Dropdown(options=[("top-k by score (paper)", "topk"), ("value (cost-aware)", "value")],
+                                value=self.cfg.get("prune", "topk"), description="pruning")
         self.button = W.Button(description="replay", button_style="primary", icon="play")
         self.button.on_click(lambda _b: self.replay())
         self.table, self.status = W.HTML(), W.HTML()
@@ -219,7 +221,7 @@ class SchedulePlayground(W.VBox):
         if pair is None:
             self.button.disabled = True
             self.status.value += " <b>No model pair given: replay is off.</b>"
-        super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]), W.HBox([self.eg, self.nd, self.budget]),
+        super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]), W.HBox([self.eg, self.nd, self.budget, self.prune]),
                           self.button, self.table, self.show, self.figure])
         self.add_class("tg-playground")
 
@@ -237,7 +239,7 @@ class SchedulePlayground(W.VBox):
         from treegraft_lab.config import DecodeConfig
 
         base = {k: self.cfg[k] for k in ("depth", "width", "ngram_max", "ngram_min", "temperature") if k in self.cfg}
-        base["budget"] = int(self.budget.value)
+        base["budget"], base["prune"] = int(self.budget.value), self.prune.value
         out = {f"yours ({self.mask}{'' if self.eg.value else ', w/o EG'}{'' if self.nd.value else ', w/o ND'})":
                DecodeConfig(**base, schedule=self.mask, expanded_graft=self.eg.value, non_destructive=self.nd.value),
                "all-small": DecodeConfig(**base, schedule="small"),
