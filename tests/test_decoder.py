@@ -127,3 +127,36 @@ def test_a_mid_schedule_without_a_mid_model_is_refused():
     with pytest.raises(TreeGraftError, match="mid drafter"):
         TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))
     TreeGraftDecoder(pair, DecodeConfig(schedule="small")).generate([1, 2, 3], max_new_tokens=3)
+
+
+class _CallAfter:
+    """A custom policy: call the mid drafter at step 1 once `after` tokens are committed."""
+
+    name = "call-after"
+
+    def __init__(self, after: int) -> None:
+        self.after = after
+
+    def decide(self, ctx) -> bool:
+        return ctx.k == 1 and len(ctx.index.tokens) >= self.after
+
+
+def test_a_policy_that_may_skip_the_mid_drafter_prefills_it_only_when_it_first_calls():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    ids = PROMPTS[1]
+    ref = hf_greedy(pair.target, ids, 20)
+    never = TreeGraftDecoder(pair, DecodeConfig(schedule=_CallAfter(10**9)))
+    assert never.generate(ids, max_new_tokens=20).token_ids == ref
+    assert never.mid.cached == 0 and kv.cache_len(never.mid.cache) == 0  # never called: never forwarded
+    assert never.mid.pending == never.ids[:-1]
+    late = TreeGraftDecoder(pair, DecodeConfig(schedule=_CallAfter(len(ids) + 6)))
+    g = late.generate(ids, max_new_tokens=20)
+    assert g.token_ids == ref and sum(r.mid_calls for r in g.rounds) > 0
+    mid = late.mid
+    assert mid.cached > len(ids) and ids == late.ids[: len(ids)]  # the deferred prompt went in with the first call
+    assert late.ids[mid.cached: len(late.ids) - 1] == mid.pending
+    fresh = kv.new_cache(pair.mid)
+    kv.prefill(pair.mid, fresh, late.ids[: mid.cached])
+    for a, b in zip(mid.cache.layers, fresh.layers):
+        torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-4)

@@ -87,6 +87,13 @@ class TreeGraftDecoder:
     def _needs_mid(config: DecodeConfig) -> bool:
         return config.schedule_name not in ("small", "0" * config.depth)
 
+    def _may_skip_mid(self) -> bool:
+        """A learned or custom policy may never call the mid drafter: prefill it lazily. Fixed
+        masks call it in the first round anyway; the oracle and collection replay from it."""
+        from treegraft_lab.config import parse_mask
+
+        return parse_mask(self.config.schedule, self.config.depth) is None and self.config.schedule_name not in ("mid", "oracle")
+
     # ---- hooks ----------------------------------------------------------------------------------
     @contextmanager
     def hooks(self, hooks):
@@ -123,7 +130,10 @@ class TreeGraftDecoder:
         self.mid = None
         if self.pair.mid is not None and self._needs_mid(self.config):
             self.mid = ModelDrafter(self.pair.mid)
-            self.mid.prefill(ids[:-1])
+            if self._may_skip_mid():  # the prompt waits in `pending` until a call needs it
+                self.mid.pending = list(ids[:-1])
+            else:
+                self.mid.prefill(ids[:-1])
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self._oracle = {"verify": [], "tokens": 0, "ms": 0.0}  # the oracle schedule's running totals
@@ -155,8 +165,10 @@ class TreeGraftDecoder:
         self.target.rollback()
         self.costs["t_tgt_ms"] = 1000 * t
         if self.mid is not None:
+            pending, self.mid.pending = self.mid.pending, []  # time a call alone, not a deferred prompt
             _, t = self._timed(self.mid.score, chain, kept[: min(len(kept), self.config.width)])
             self.mid.rollback()
+            self.mid.pending = pending
             self.costs["t_mid_ms"] = 1000 * t
 
     def _auto_budget(self) -> int:
