@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from treegraft_lab import graft
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, parse_mask
 from treegraft_lab.drafters import ModelDrafter, NgramDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import HookEvent, check_hooks
@@ -90,8 +90,6 @@ class TreeGraftDecoder:
     def _may_skip_mid(self) -> bool:
         """A learned or custom policy may never call the mid drafter: prefill it lazily. Fixed
         masks call it in the first round anyway; the oracle and collection replay from it."""
-        from treegraft_lab.config import parse_mask
-
         return parse_mask(self.config.schedule, self.config.depth) is None and self.config.schedule_name not in ("mid", "oracle")
 
     # ---- hooks ----------------------------------------------------------------------------------

@@ -13,7 +13,12 @@ import shlex
 import sys
 import time
 
-from treegraft_lab.commands.common import _int, add_pair_arguments, load_pair_from_args
+from treegraft_lab.commands.common import (
+    _int,
+    add_pair_arguments,
+    add_prune_argument,
+    load_pair_from_args,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,8 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit-per-category", type=int, default=None, help="first N prompts of each category")
     parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
     parser.add_argument("--budget", default="63", help="verification budget of the tree methods, or auto")
-    parser.add_argument("--prune", default="topk", choices=("topk", "value"),
-                        help="topk: the budget's best nodes by path score (the paper); value: per round, only nodes worth their verification time")
+    add_prune_argument(parser)
     parser.add_argument("--warmup-tokens", type=int, default=16, help="tokens of the untimed warm-up per method")
     parser.add_argument("--out", default=None, help="output folder (default: data/bench/<pair>-<timestamp>)")
     parser.add_argument("--json", action="store_true", help="print one JSON object of speedups")

@@ -14,6 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
+from treegraft_lab.commands.common import add_prune_argument
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import TRAJECTORIES_DIR
 
@@ -44,8 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--depth", type=int, default=5)
     parser.add_argument("--width", type=int, default=10)
     parser.add_argument("--budget", type=int, default=63)
-    parser.add_argument("--prune", default="topk", choices=("topk", "value"),
-                        help="topk: the budget's best nodes by path score (the paper); value: per round, only nodes worth their verification time")
+    add_prune_argument(parser)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")

@@ -13,13 +13,18 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", help="auto (bf16 where supported), bfloat16, float32, float16")
 
 
+def add_prune_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prune", default="topk", choices=("topk", "value"),
+                        help="topk: the budget's best nodes by path score (the paper); value: per round, only "
+                             "nodes worth their verification time on this device")
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule", default="10101", help="small, mid, adaptive, oracle or a 0/1 mask such as 10101")
     parser.add_argument("--depth", type=int, default=5, help="draft steps per round (D)")
     parser.add_argument("--width", type=int, default=10, help="frontier width (W)")
     parser.add_argument("--budget", default="63", help="non-root nodes verified (B_ver), or auto")
-    parser.add_argument("--prune", default="topk", choices=("topk", "value"),
-                        help="topk: the budget's best nodes by path score (the paper); value: per round, only nodes worth their verification time")
+    add_prune_argument(parser)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)

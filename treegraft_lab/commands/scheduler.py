@@ -17,6 +17,8 @@ import statistics
 import time
 from pathlib import Path
 
+from treegraft_lab.commands.common import add_prune_argument
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="scheduler_command", metavar="ACTION")
@@ -40,8 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--threads", type=int, default=0)
     c.add_argument("--dtype", default="auto", help="auto (bf16 where the device supports it, else float32), bfloat16, float32")
     c.add_argument("--budget", default="63", help="B_ver for every schedule: a number or auto (default: %(default)s)")
-    c.add_argument("--prune", default="topk", choices=("topk", "value"),
-                   help="topk: the budget's best nodes by path score (the paper); value: per round, only nodes worth their verification time")
+    add_prune_argument(c)
     c.add_argument("--json", type=Path, default=None, help="also write the rows and table here")
     c.add_argument("--shard", default="0/1", help="i/n: decode prompts i, i+n, ... (one process per core)")
     c.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
