@@ -206,4 +206,9 @@ def test_value_pruning_calibrates_each_drafters_chances_from_what_the_target_acc
     assert pr.bins[("n1", 0)] == [0.0, 20.0]
     assert pr.chances(tree)[1] < 0.1 < before
     assert pr.prune(tree, 63) == [0]
-    assert pr.rate() == pytest.approx(1 / 50)  # 20 tokens in 1,000 ms, never below plain decoding's 1 / 50
+    assert pr.rate() == pytest.approx(1 / 50)  # 20 tokens in 1,000 ms: exactly plain decoding's rate
+    pr.observe(tree, [0], [0, 1], 100.0)  # a round of 2 tokens in 100 ms lifts the run above it
+    assert pr.rate() == pytest.approx(22 / 1100)
+    slow = ValuePruner({1: 50.0, 64: 50.0})
+    slow.observe(tree, [0], [0], 500.0)  # 1 token in 500 ms: the rate never drops below 1 / 50
+    assert slow.rate() == pytest.approx(1 / 50)
