@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tests.tiny import tiny_pair
-from treegraft_lab import kv
+from treegraft_lab import cpu_path, kv
 from treegraft_lab.baselines import CascadeDecoder, autoregressive
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
@@ -34,11 +34,16 @@ def hf_greedy(model, ids, n):
     return out[0, len(ids):].tolist()
 
 
+@pytest.mark.parametrize("path", ["stock", "packed"])
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_every_schedule_matches_plain_greedy_decoding(arch):
+def test_every_schedule_matches_plain_greedy_decoding(arch, path):
     pair = tiny_pair(arch, vocab=64, scale=4.0)
-    for ids in PROMPTS[:2] if arch == "qwen3" else PROMPTS:
+    stock_refs = [hf_greedy(pair.target, ids, 24) for ids in PROMPTS]
+    if path == "packed":  # the CPU path of load_pair: both models, plain decoding included
+        assert cpu_path.install(pair.target) and cpu_path.install(pair.mid)
+    for ids, stock_ref in zip(PROMPTS[:2] if arch == "qwen3" else PROMPTS, stock_refs):
         ref = hf_greedy(pair.target, ids, 24)
+        assert ref == stock_ref
         assert autoregressive(pair, ids, max_new_tokens=24).token_ids == ref
         for s in SETTINGS:
             g = TreeGraftDecoder(pair, DecodeConfig(**s)).generate(ids, max_new_tokens=24)

@@ -1,6 +1,8 @@
 """The benchmark harness: TreeGraft and its peers, interleaved prompt by prompt in one process.
 
-Methods (`METHODS`): `ar` (the target's plain greedy HF `generate`, the reference), `hf-pld`
+Methods (`METHODS`): `ar` (the target's plain greedy HF `generate`, the reference), `hf-stock`
+(the same `generate` on transformers' stock forwards and cache: "HF as shipped", which `ar`
+beats when the pair runs the packed CPU path of `treegraft_lab.cpu_path`), `hf-pld`
 (HF prompt-lookup decoding, `prompt_lookup_num_tokens=10`), `hf-assisted` (HF assisted
 generation with the mid drafter), the decoder's schedules `small`, `mid`, `10101`, `adaptive`,
 the cascade baseline `csd`, and the ablations `no-eg` / `no-nd` (fixed 10101 schedule).
@@ -36,8 +38,8 @@ import torch
 
 from treegraft_lab.errors import TreeGraftError
 
-METHODS = ("ar", "hf-pld", "hf-assisted", "small", "mid", "10101", "adaptive", "csd", "no-eg", "no-nd")
-HF_METHODS = ("ar", "hf-pld", "hf-assisted")
+METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted", "small", "mid", "10101", "adaptive", "csd", "no-eg", "no-nd")
+HF_METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted")
 TREE_METHODS = {  # method -> DecodeConfig overrides
     "small": {"schedule": "small"},
     "mid": {"schedule": "mid"},
@@ -46,7 +48,7 @@ TREE_METHODS = {  # method -> DecodeConfig overrides
     "no-eg": {"schedule": "10101", "expanded_graft": False},
     "no-nd": {"schedule": "10101", "non_destructive": False},
 }
-MAIN_COLUMNS = {"small": "All Small", "mid": "All Mid", "adaptive": "TreeGraft", "hf-pld": "HF PLD",
+MAIN_COLUMNS = {"hf-stock": "HF stock", "small": "All Small", "mid": "All Mid", "adaptive": "TreeGraft", "hf-pld": "HF PLD",
                 "hf-assisted": "HF assisted"}
 ABLATION_ROWS = {"csd": "CSD", "no-eg": "w/o EG", "no-nd": "w/o ND", "10101": "TreeGraft fixed (10101)",
                  "adaptive": "TreeGraft adaptive"}
@@ -78,11 +80,17 @@ def _speedups(rows: pd.DataFrame) -> dict[str, float]:
 # ---------------------------------------------------------------------------------- runners
 
 
-def _hf_runner(pair, assistant=None, **gen_kwargs) -> Runner:
-    """Greedy `target.generate`; `gen_kwargs` go into the generation config (e.g. prompt lookup)."""
+def _hf_runner(pair, assistant=None, stock: bool = False, **gen_kwargs) -> Runner:
+    """Greedy `target.generate`; `gen_kwargs` go into the generation config (e.g. prompt lookup).
+
+    The target runs the pair's forward path with the pair's cache (`kv.new_cache`), or, with
+    `stock`, transformers' own forwards and cache (`cpu_path.disabled`)."""
+    import contextlib
     import copy
 
     from transformers import GenerationConfig
+
+    from treegraft_lab import cpu_path, kv
 
     base = GenerationConfig.from_dict({**pair.target.generation_config.to_dict(), "do_sample": False,
                                        "temperature": None, "top_p": None, "top_k": None})
@@ -94,8 +102,10 @@ def _hf_runner(pair, assistant=None, **gen_kwargs) -> Runner:
         gc.update(max_new_tokens=max_new_tokens, **gen_kwargs)
         x = torch.tensor([ids], device=pair.device)
         _sync(pair.device)
-        t = time.perf_counter()
-        out = pair.target.generate(x, attention_mask=torch.ones_like(x), generation_config=gc, **extra)
+        with cpu_path.disabled(pair.target) if stock else contextlib.nullcontext():
+            cache = {} if stock or assistant is not None else kv.forward_kwargs(pair.target, kv.new_cache(pair.target))
+            t = time.perf_counter()
+            out = pair.target.generate(x, attention_mask=torch.ones_like(x), generation_config=gc, **cache, **extra)
         _sync(pair.device)
         wall = time.perf_counter() - t
         return {"token_ids": out[0, len(ids):].tolist(), "wall_s": wall}
@@ -124,6 +134,8 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk") 
 
     if method == "ar":
         return _hf_runner(pair), {}
+    if method == "hf-stock":
+        return _hf_runner(pair, stock=True), {}
     if method == "hf-pld":
         return _hf_runner(pair, prompt_lookup_num_tokens=PLD_TOKENS), {}
     if method == "hf-assisted":

@@ -21,7 +21,10 @@ def _cache_kw(cls: type) -> str:
 
 
 def new_cache(model) -> DynamicCache:
-    return DynamicCache(config=model.config)
+    """A cache for `model`: preallocated (`cpu_path.growing_cache`) on the packed CPU path."""
+    from treegraft_lab import cpu_path
+
+    return cpu_path.growing_cache(model) if cpu_path.installed(model) else DynamicCache(config=model.config)
 
 
 def forward_kwargs(model, cache: DynamicCache) -> dict:
