@@ -276,7 +276,8 @@ def hardware(pair=None) -> dict:
     info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__, "platform": platform.platform()}
     if pair is not None:
-        info.update(device=str(pair.device), dtype=str(pair.dtype).replace("torch.", ""))
+        info.update(device=str(pair.device), dtype=str(pair.dtype).replace("torch.", ""),
+                    forward_path=getattr(pair, "forward_path", "stock"), dtype_reason=getattr(pair, "dtype_reason", ""))
         if pair.device.type == "cuda":
             info["gpu"] = torch.cuda.get_device_name(pair.device)
     try:
@@ -346,7 +347,8 @@ def render_markdown(result: BenchResult) -> str:
     load = f"{m['load_start'][0]:.2f} at start, {m['load_end'][0]:.2f} at end (1-min load average)"
     out = ["# TreeGraft benchmark", "",
            f"{hw.get('cpu')} ({hw.get('cores')} cores, {hw.get('torch_threads')} torch threads), device "
-           f"{hw.get('device')}{' ' + hw['gpu'] if 'gpu' in hw else ''}, {hw.get('dtype')}, torch {hw.get('torch')}, "
+           f"{hw.get('device')}{' ' + hw['gpu'] if 'gpu' in hw else ''}, {hw.get('dtype')}, "
+           f"forward path {hw.get('forward_path', 'stock')}, torch {hw.get('torch')}, "
            f"transformers {hw.get('transformers')}, git {hw.get('git_commit')}. Load: {load}. "
            f"{m['started']} to {m['finished']}.", "",
            "Settings: " + ", ".join(f"{k}={v}" for k, v in st.items()) + f"; resolved budgets {m.get('budgets')}.", "",

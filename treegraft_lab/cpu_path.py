@@ -88,7 +88,10 @@ def _cat_bias(*mods) -> torch.Tensor | None:
 
 
 def _rms_forward(self, x: torch.Tensor) -> torch.Tensor:
-    return F.rms_norm(x, (x.shape[-1],), self.weight, self.variance_epsilon)
+    """RMSNorm as x / sqrt(mean(x^2) + eps) * w, with the mean from `vector_norm` (one fast
+    reduction; `F.rms_norm` and `pow().mean()` cost 5-15x more on a 1-token row here)."""
+    ms = torch.linalg.vector_norm(x, dim=-1, keepdim=True).square_().div_(x.shape[-1])
+    return x * ms.add_(self.variance_epsilon).rsqrt_() * self.weight
 
 
 def _mlp_forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -131,8 +134,10 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
         kt = k[0].transpose(1, 2)
         if mask is None:
             s = torch.bmm(qs, kt).mul_(scale)
-        else:
+        elif n == 1:
             s = torch.baddbmm(_repeated(mask, rep, n, length), qs, kt, alpha=scale)
+        else:  # measured faster than baddbmm from a few rows on
+            s = torch.bmm(qs, kt).mul_(scale).add_(_repeated(mask, rep, n, length))
         return torch.bmm(s.softmax(-1), v[0]).view(b, heads, n, d)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=rep > 1)
 

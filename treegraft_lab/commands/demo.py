@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     mid = type(pair.mid).__name__ if pair.mid is not None else "none"
     print(f"pair {pair.name}: target {pair.target_id}, mid {mid}; {pair.device}, "
           f"{str(pair.dtype).removeprefix('torch.')}; loaded in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+    print(f"dtype {pair.dtype_reason}; forward path: {pair.forward_path}")
     print(f"prompt: {args.prompt}\n")
     try:
         from treegraft_lab.baselines import autoregressive
