@@ -173,9 +173,9 @@ def styled(df: pd.DataFrame, pct: tuple = (), ratio: tuple = (), ms: tuple = (),
     return df.style.format({c: f for c, f in fmt.items() if c in df.columns}, na_rep="—").set_table_styles(TABLE_CSS)
 
 
-def show(fig: Any, name: str) -> Path:
+def show(fig: Any, name: str) -> None:
     """Display `fig` in the notebook and save it as `figures_dir()/name`: matplotlib as .png, plotly as
-    a stand-alone .html (plotly's JavaScript embedded, so it opens offline). Returns the file's path."""
+    a stand-alone .html (plotly's JavaScript embedded, so it opens offline)."""
     from IPython.display import Image, display
 
     if hasattr(fig, "savefig"):
@@ -187,7 +187,6 @@ def show(fig: Any, name: str) -> Path:
         fig.write_html(path, include_plotlyjs=True)
         display(fig)
     print(f"saved {path}")
-    return path
 
 
 # ---------------------------------------------------------------------------- run maths

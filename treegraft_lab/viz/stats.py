@@ -200,3 +200,30 @@ def signal_heatmap(corr: pd.DataFrame, title: str = "Spearman correlation with t
     sns.heatmap(corr, annot=True, fmt=".2f", cmap="vlag", vmin=-1, vmax=1, ax=ax, cbar_kws={"label": "rho"})
     ax.set(xlabel="outcome of the round", ylabel="signal before the draft step", title=title)
     return fig
+
+
+def importance_plot(imp: pd.DataFrame, release: list[str], clip: float = 1.0) -> PlotFigure:
+    """Grouped-CV gain over step k alone and held-out permutation drop per signal (`workbench.signal_importance`).
+
+    Bars beyond +-`clip` (R^2 units) are cut at the axis and labelled with their value, so one
+    extreme signal cannot flatten the rest; dark bars are the release's six signals.
+    """
+    df = imp.assign(release=imp["signal"].isin(release).map({True: "in the release's six", False: "ours"}))
+    fig, (a1, a2) = figure(2, width=4.8, height=3.6, sharey=True)
+    for ax, col, label in ((a1, "gain_over_k", "grouped-CV R^2 gain over step k alone"),
+                           (a2, "permutation_drop", "held-out R^2 drop when shuffled")):
+        sns.barplot(df, y="signal", x=col, hue="release", dodge=False, ax=ax, legend=ax is a1,
+                    palette={"in the release's six": PAPER, "ours": "#adb5bd"})
+        lo, hi = max(df[col].min(), -clip), min(df[col].max(), clip)
+        pad = 0.08 * ((hi - lo) or 1.0)
+        ax.set_xlim(min(lo, 0) - pad, max(hi, 0) + pad)
+        for i, v in enumerate(df[col]):
+            if abs(v) > clip:
+                ax.annotate(f"{v:.2f} (bar cut)", (lo - pad if v < 0 else hi + pad, i), ha="left" if v < 0 else "right",
+                            va="center", fontsize=8, color="#111", xytext=(3 if v < 0 else -3, 0), textcoords="offset points")
+        ax.axvline(0, color="#333", lw=0.8)
+        ax.set(xlabel=label, ylabel="")
+    handles, labels = a1.get_legend_handles_labels()
+    a1.get_legend().remove()
+    fig.legend(handles, labels, loc="outside upper center", ncol=2, frameon=False, fontsize=9)
+    return fig
