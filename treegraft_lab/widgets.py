@@ -89,7 +89,7 @@ def info_html(run, round: int, step: int, run_id: int = 0) -> str:
     s = _row(run.steps, run=run_id, round=round, step=step) if step != VERIFY else None
     if s is not None:
         who = "mid drafter (LM)" if s["call_mid"] else "small drafter (n-gram)"
-        text += (f"<br><b>step {step}</b>: {who} · candidate pool {s['pool_size']} nodes (conventional N_k: "
+        text += (f"<br><b>step {step}</b>: {who} · candidate pool {s['pool_size']} node{'s' if s['pool_size'] != 1 else ''} (conventional N_k: "
                  f"{s['conventional_pool']}) · frontier {s['frontier_size']} · share of the frontier reselected at an "
                  f"earlier depth: {_share(s['reselected_earlier'], step)} · tree {s['tree_size']} live nodes")
     return f'<div style="font-size:13px">{text}</div>'

@@ -120,21 +120,23 @@ PAPER_GRAFT = {"reselected share": 0.6147, "pool ratio": 2.38, "mean pool": 112.
 
 def graft_by_category(summary: pd.DataFrame) -> PlotFigure:
     """Reselected share and pool ratio per category (rows of `graft_summary(..., by_category=True)`),
-    with the paper's value as a dashed line and n (mid steps) under each bar."""
+    with the paper's value as a dashed line and n (mid steps) beside each bar."""
     df = summary.reset_index()
-    df["label"] = [f"{g}\n(n={n})" for g, n in zip(df["group"], df["mid steps"])]
-    fig, (a1, a2) = figure(2, width=4.8, height=3.4)
-    for ax, col, fmt, paper in ((a1, "reselected share", "{:.0%}", "61.47%"), (a2, "pool ratio", "{:.2f}x", "2.38x")):
-        sns.barplot(df, x="label", y=col, ax=ax, color=MID)
+    df["label"] = [f"{g} (n={n:,})" for g, n in zip(df["group"], df["mid steps"])]
+    fig, (a1, a2) = figure(2, width=4.8, height=0.9 + 0.32 * len(df), sharey=True)
+    for ax, col, fmt in ((a1, "reselected share", "{:.1%}"), (a2, "pool ratio", "{:.2f}x")):
+        sns.barplot(df, y="label", x=col, ax=ax, color=MID)
         for patch, v in zip(ax.patches, df[col]):
             if math.isfinite(v):
-                ax.annotate(fmt.format(v), (patch.get_x() + patch.get_width() / 2, v), ha="center", va="bottom", fontsize=9)
-        ax.axhline(PAPER_GRAFT[col], ls="--", color=PAPER, label=f"paper: {paper}")
-        ax.legend(loc="lower right", fontsize=9)
-        ax.set(xlabel="prompts (n = mid steps, k >= 2)")
-    a1.yaxis.set_major_formatter(PercentFormatter(1.0))
-    a1.set(ylim=(0, 1.08), ylabel="frontier reselected at an earlier depth", title="WHERE: reselection share")
-    a2.set(ylabel="pool |C_k| / conventional pool |N_k|", title="WHERE: candidate pool ratio")
+                ax.annotate(fmt.format(v), (v, patch.get_y() + patch.get_height() / 2), va="center", fontsize=8,
+                            xytext=(3, 0), textcoords="offset points")
+        ax.axvline(PAPER_GRAFT[col], ls="--", color=PAPER)
+        ax.set(ylabel="")
+    a1.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    a1.set(xlim=(0, 1.15), xlabel="frontier reselected at an earlier depth", title="reselection share (dashed: paper, 61.47%)")
+    a2.set(xlim=(0, 1.2 * max(df["pool ratio"].max(), PAPER_GRAFT["pool ratio"])),
+           xlabel="pool |C_k| / conventional pool |N_k|", title="candidate pool ratio (dashed: paper, 2.38x)")
+    a1.set_ylabel("prompts (n = mid steps, k >= 2)")
     return fig
 
 
@@ -154,7 +156,7 @@ def graft_depth_hist(run) -> PlotFigure:
         sns.histplot(df, x="offset", binwidth=0.5, binrange=edges, color=MID, ax=a2)  # 0 is a bin edge
         a2.axvline(0, color="#333", lw=1, ls="--")
         share = graft_summary(run).loc["all", "reselected share"]
-        a2.set_title(f"{share:.0%} of {len(df)} graft positions lie left of 0 (earlier than N_k)", fontsize=10)
+        a2.set_title(f"{share:.1%} of {len(df):,} graft positions lie left of 0 (earlier than N_k)", fontsize=10)
     a1.set(xlabel="depth of the graft position", ylabel="frontier nodes expanded",
            title="Graft depths in mid steps k >= 2")
     a2.set(xlabel="depth - mean depth of the conventional frontier N_k", ylabel="frontier nodes expanded")
