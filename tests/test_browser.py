@@ -33,8 +33,10 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "browser"
-VIEWPORT = {"width": 1280, "height": 900}  # a laptop screen, JupyterLab's default layout (file browser open)
+VIEWPORT = {"width": 1280, "height": 1300}  # a laptop screen's width, JupyterLab's default layout (file browser open); tall for screenshots
 TWIN = "broken_twin.ipynb"
+README_SHOTS = {"01_step_through.ipynb": (".tg-viewer", "viewer"), "02_tree_growth_animation.ipynb": (".js-plotly-plot", "growth"),
+                "05_scheduler_boundary.ipynb": (".js-plotly-plot", "boundary"), "06_schedule_playground.ipynb": (".tg-playground", "playground")}
 
 # Every check, run on one cell element; returns [kind, detail] pairs.
 CHECKS_JS = r"""
@@ -204,7 +206,7 @@ def open_and_run_all(browser, lab, name: str, timeout_s: float = 300):
 
     page = b.new_page(viewport=VIEWPORT)
     page.route("**/*", route)
-    page.goto(f"{lab['url']}/lab/tree/{name}?reset&token={lab['token']}")
+    page.goto(f"{lab['url']}/lab/tree/{name}?reset&token={lab['token']}", timeout=120_000)
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
     page.locator("li.lm-MenuBar-item", has_text="Run").first.click()
     page.locator("li.lm-Menu-item", has_text="Run All Cells").first.click()
@@ -287,10 +289,10 @@ def interact_01(page) -> None:
 
 
 def interact_02(page) -> None:
-    title = ".js-plotly-plot .gtitle"
-    before = plot_title(page, ".jp-OutputArea-output")
+    shown = ".js-plotly-plot g.slider-group > text.slider-label"  # "showing: step 1"
+    before = page.locator(shown).first.text_content()
     page.locator(".js-plotly-plot g.updatemenu-button", has_text="play").first.click()
-    wait_changed(page, title, before)
+    wait_changed(page, shown, before)
     time.sleep(6)  # let the animation reach the verified tree
 
 
@@ -333,6 +335,10 @@ def test_notebook_shows_what_it_claims_in_the_browser(browser, lab, name):
         wait_widgets(page)
     problems = look(page, name)
     page.screenshot(path=str(ARTIFACTS / f"page_{name.removesuffix('.ipynb')}.png"))
+    if name in README_SHOTS:  # `make screenshots` copies these to docs/img/
+        selector, shot = README_SHOTS[name]
+        (ARTIFACTS / "readme").mkdir(exist_ok=True)
+        page.locator(selector).first.screenshot(path=str(ARTIFACTS / "readme" / f"{shot}.png"))
     page.close()
     assert not tracebacks, tracebacks[:2]
     assert not problems, "\n".join(f"cell {i}: {kind}: {detail}" for i, kind, detail in problems)

@@ -158,7 +158,7 @@ def figures_dir() -> Path:
     return path
 
 
-TABLE_CSS = [{"selector": "th, td", "props": "padding: 2px 10px; text-align: right; white-space: nowrap"},
+TABLE_CSS = [{"selector": "th, td", "props": "padding: 2px 6px; text-align: right; white-space: nowrap"},
              {"selector": "th.row_heading, td.col0", "props": "text-align: left"}]
 
 

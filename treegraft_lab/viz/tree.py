@@ -289,14 +289,15 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
         frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=k is None),
                                layout={"title": {"text": title}}))
     fig = go.Figure(data=frames[0].data, frames=frames)
-    _style(fig, width, height + 70, xr, yr, frames[0].layout.title.text)
+    _style(fig, width, height + 125, xr, yr, frames[0].layout.title.text)
     anim = {"frame": {"duration": duration_ms, "redraw": True}, "transition": {"duration": 0}, "mode": "immediate"}
     fig.update_layout(
-        margin={**MARGIN, "b": 80},
+        margin={**MARGIN, "b": 135},  # the buttons, and the slider on its own row below them
         updatemenus=[{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left", "yanchor": "top",
                       "buttons": [{"label": "▶ play", "method": "animate", "args": [None, {**anim, "fromcurrent": True}]},
                                   {"label": "❚❚ pause", "method": "animate", "args": [[None], {**anim, "frame": {"duration": 0}}]}]}],
-        sliders=[{"active": 0, "x": 0.18, "y": -0.02, "len": 0.6, "yanchor": "top", "currentvalue": {"prefix": "showing: "},
+        sliders=[{"active": 0, "x": 0.0, "y": -0.02, "len": 0.9, "yanchor": "top", "pad": {"t": 48, "b": 0},
+                  "currentvalue": {"prefix": "showing: "},
                   "steps": [{"label": f.name, "method": "animate", "args": [[f.name], anim]} for f in frames]}],
     )
     return fig
