@@ -208,10 +208,10 @@ class SchedulePlayground(W.VBox):
         self.eg = W.Checkbox(bool(self.cfg.get("expanded_graft", True)), description="EG (expanded graft positions)", indent=False)
         self.nd = W.Checkbox(bool(self.cfg.get("non_destructive", True)), description="ND (non-destructive grafting)", indent=False)
         budget = self.cfg.get("budget", 63)
-        self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget (nodes)",
-                                  style={"description_width": "7em"}, layout={"width": "24em"})
+        self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget",
+                                  tooltip="verification budget: non-root nodes kept", layout={"width": "22em"})
         self.prune = W.Dropdown(options=[("top-k by score (paper)", "topk"), ("value (cost-aware)", "value")],
-                                value=self.cfg.get("prune", "topk"), description="pruning", layout={"width": "18em"})
+                                value=self.cfg.get("prune", "topk"), description="pruning", layout={"width": "22em"})
         self.button = W.Button(description="replay", button_style="primary", icon="play")
         self.button.on_click(lambda _b: self.replay())
         self.table, self.status, self.progress = W.HTML(), W.HTML(), W.HTML()
