@@ -3,7 +3,7 @@ PY := .venv/bin/python
 PIP := .venv/bin/pip
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup demo test lint prompts clean-venv browser-deps
+.PHONY: setup demo test lint prompts clean-venv browser-deps screenshots
 
 setup: $(VENV_STAMP)
 
@@ -24,6 +24,12 @@ browser-deps:
 test: setup browser-deps
 	.venv/bin/ruff check treegraft_lab tests scripts
 	$(PY) -m pytest -q -x --durations=15
+
+# The README's workbench screenshots, taken by the browser test from the real notebooks (SMOKE=1).
+screenshots: setup browser-deps
+	$(PY) -m pytest -q tests/test_browser.py -k "twin or 01_ or 02_ or 05_ or 06_"
+	@mkdir -p docs/img
+	cp test-artifacts/browser/readme/*.png docs/img/
 
 lint: setup
 	.venv/bin/ruff check treegraft_lab tests scripts

@@ -1,4 +1,6 @@
-"""Every workbench notebook runs top to bottom with SMOKE=1 (nbclient), and is committed clean.
+"""Every workbench notebook runs top to bottom with SMOKE=1 (nbclient), is committed clean, and shows
+what it claims: each cell tagged "figure" outputs an image or a plotly figure, no matplotlib figure
+is left as its text repr, and the tables of cells tagged "headline" hold no NaN.
 
 The notebooks share one folder of recorded runs for the whole test session (what one notebook
 records, the next one loads), so the model decodes each small run once.
@@ -45,6 +47,59 @@ def smoke_env(tmp_path_factory):
     (ARTIFACTS / "notebook_times.json").write_text(json.dumps({**TIMES, "total": sum(TIMES.values())}, indent=1))
 
 
+FIGURE_MIMES = ("image/png", "application/vnd.plotly.v1+json")
+
+
+def content_problems(nb) -> list[str]:
+    """What an executed notebook fails to show: figure cells without a figure, matplotlib text reprs,
+    NaN in headline tables."""
+    out = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        tags = cell.metadata.get("tags", [])
+        data = [o.get("data", {}) for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
+        text = " ".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        text += " ".join(d.get("text/plain", "") for d in data if len(d) == 1)  # a text-only repr
+        if re.search(r"<Figure size \d+x\d+ with \d+ Axes>", text):
+            out.append(f"cell {i}: a matplotlib figure shown as text")
+        if "figure" in tags and not any(m in d for d in data for m in FIGURE_MIMES):
+            out.append(f"cell {i}: tagged figure, but shows no image or plotly figure")
+        if "headline" in tags:
+            html = " ".join(d.get("text/html", "") for d in data)
+            if not html:
+                out.append(f"cell {i}: tagged headline, but shows no table")
+            if re.search(r">\s*(NaN|nan|None)\s*<", html):
+                out.append(f"cell {i}: a headline table shows NaN")
+    return out
+
+
+def test_content_checks_catch_a_broken_twin():
+    def cell(tags, *outputs):
+        c = nbformat.v4.new_code_cell("x", metadata={"tags": tags})
+        c.outputs = [nbformat.v4.new_output("display_data", data=d) for d in outputs]
+        return c
+
+    broken = nbformat.v4.new_notebook(cells=[
+        cell([], {"text/plain": "<Figure size 1000x360 with 2 Axes>"}),
+        cell(["figure"], {"text/plain": "a caption only"}),
+        cell(["headline"], {"text/html": "<table><tr><td>NaN</td></tr></table>", "text/plain": "t"}),
+        cell(["figure"], {"image/png": "iVBORw0KGgo=", "text/plain": "<IPython.core.display.Image object>"}),
+        cell(["headline"], {"text/html": "<table><tr><td>—</td><td>61.47%</td></tr></table>", "text/plain": "t"}),
+    ])
+    found = content_problems(broken)
+    assert [p.split(":")[0] for p in found] == ["cell 0", "cell 1", "cell 2"], found
+
+
+def test_every_notebook_tags_its_figures_and_headline_tables():
+    for name in NOTEBOOKS:
+        tags = {t for c in nbformat.read(NB_DIR / name, as_version=4).cells for t in c.metadata.get("tags", [])}
+        if name.startswith(("01", "02", "03", "04", "05", "07")):
+            assert "figure" in tags, name
+        if name.startswith(("03", "04", "05", "06", "07")):
+            assert "headline" in tags, name
+
+
 def test_there_are_seven_notebooks():
     assert len(NOTEBOOKS) == 7, NOTEBOOKS
 
@@ -71,3 +126,4 @@ def test_notebook_runs_with_smoke(name, smoke_env):
     assert not re.search(r"<script[^>]*src=[\\\"']*https?://", text), "a script is loaded from the internet"
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    assert not content_problems(nb), content_problems(nb)

@@ -147,3 +147,36 @@ def test_graft_depths_find_earlier_reselections(run63):
     df = stats.graft_depths(run63)
     assert set(df["step"]) <= {1, 3, 5} and len(df)
     assert (df["offset"] < 0).any()
+
+
+def test_graft_statistics_have_one_definition_for_table_figure_and_categories(run63):
+    run = synthetic_run(rounds=6, budget=63, seed=4)
+    s = stats.graft_summary(run, by_category=True)
+    depths = stats.graft_depths(run)
+    later = depths[depths["step"] > 1]
+    assert s.loc["all", "frontier nodes"] == len(later)
+    assert s.loc["all", "reselected share"] == pytest.approx(float((later["offset"] < 0).mean()))
+    mid = run.steps[run.steps["call_mid"] & (run.steps["step"] > 1)]
+    assert s.loc["all", "pool ratio"] == pytest.approx(mid["pool_size"].mean() / mid["conventional_pool"].mean())
+    assert s.loc["all", "mid steps"] == len(mid) == s.drop(index="all")["mid steps"].sum()
+    title = stats.graft_depth_hist(run).axes[1].get_title()
+    assert title.startswith(f"{s.loc['all', 'reselected share']:.1%} of {len(later):,}")
+
+
+def test_summary_plots_render_as_png_images(run63):
+    png = stats.graft_depth_hist(run63)._repr_png_()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_styled_tables_show_shares_ratios_ms_and_a_dash_for_what_does_not_apply():
+    import math
+
+    import pandas as pd
+
+    from treegraft_lab.workbench import styled
+
+    df = pd.DataFrame({"share": [0.6147, math.nan], "ratio": [2.38, 1.0], "t (ms)": [1927.212185, 3.4], "x": [1.23456, 2.0]})
+    html = styled(df, pct=["share"], ratio=["ratio"], ms=["t (ms)"]).to_html()
+    for shown in ("61.5%", "2.38x", "1,927", "1.23", "—"):
+        assert shown in html
+    assert "1927.21" not in html and "NaN" not in html and "nan" not in html

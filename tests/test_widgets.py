@@ -123,3 +123,43 @@ def test_playground_replays_the_recorded_round_start(tiny):
 def test_playground_without_a_pair_is_view_only():
     pg = SchedulePlayground(None, synthetic_run(rounds=2), round=1)
     assert pg.button.disabled and "No model pair" in pg.status.value
+
+
+def test_info_line_gives_the_reselected_share_as_a_percentage_and_a_dash_where_it_does_not_apply():
+    from treegraft_lab.widgets import info_html
+
+    run = synthetic_run(rounds=2)
+    assert "earlier depth: —" in info_html(run, 0, 1)  # step 1: the only candidate is the root
+    assert "earlier depth: —" in info_html(run, 0, 2)  # a small step
+    share = run.steps[(run.steps["round"] == 0) & (run.steps["step"] == 3)]["reselected_earlier"].iloc[0]
+    assert f"earlier depth: {share:.0%}" in info_html(run, 0, 3)
+
+
+def test_pruned_switch_acts_only_on_the_verified_tree():
+    v = StepThroughViewer(synthetic_run(rounds=2))
+    assert v.pruned.disabled
+    v.step.value = VERIFY
+    assert not v.pruned.disabled
+
+
+def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny):
+    """The boundary view re-scores recorded steps with the policy's own decide: same inputs, same decisions."""
+    from treegraft_lab.schedule.adaptive import AdaptivePolicy, artifact_dir
+    from treegraft_lab.schedule.artifact import load
+    from treegraft_lab.viz.boundary import boundary_figure, step_inputs
+
+    pair = tiny[0]
+    folder = artifact_dir("smollm2-pocket")
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", budget=12, scheduler_path=str(folder)))
+    with record(dec) as rec:
+        dec.generate(PROMPT, max_new_tokens=12)
+    seen = step_inputs(rec.to_run(), AdaptivePolicy(load(folder)))
+    assert len(seen) and (seen["call"] == seen["recorded call"]).all()
+    assert seen["g"].to_numpy() == pytest.approx(seen["recorded g"].to_numpy(), abs=1e-6)
+    policy = AdaptivePolicy(load(folder))
+    sig = policy.signals
+    planes = [(sig[0], sig[1]), (sig[2], sig[3]), (sig[4], sig[5]), ("t_tgt_ms", "t_mid_ms")]
+    fig, notes = boundary_figure(policy, seen, 3, planes)
+    contours = [t for t in fig.data if t.type == "contour"]
+    assert len(contours) + len(notes) == len(planes)  # every plane draws g = 0 or says why it has none
+    assert "tokens/s" in fig.data[0].colorbar.title.text

@@ -17,6 +17,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from treegraft_lab.viz.tree import tree_figure
+from treegraft_lab.workbench import styled
 
 VERIFY = 0  # the step slider's value for "after verification" (the final, pruned tree)
 
@@ -74,24 +75,23 @@ def _row(df: pd.DataFrame, **key) -> pd.Series | None:
     return df[m].iloc[0] if m.any() else None
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "—" if math.isnan(v) else f"{v:.3g}"
-    return html.escape(str(v))
+def _share(v: Any, step: int) -> str:
+    """A share as %, or "—" where it does not apply (small steps; step 1, whose only candidate is the root)."""
+    return "—" if step == 1 or v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.0%}"
 
 
 def info_html(run, round: int, step: int, run_id: int = 0) -> str:
     """A one-line summary of the round, and of the draft step when one is shown."""
     r = _row(run.rounds, run=run_id, round=round)
     text = (f"<b>round {round}</b>: schedule {r['schedule']} · A = {r['accepted']} (+1 bonus) · "
-            f"{r['mid_calls']} mid calls · {r['nodes']} nodes, {r['kept']} kept · draft {r['draft_ms']:.0f} ms · "
-            f"verify {r['verify_ms']:.0f} ms · eta {r['eta']:.2f} tokens/s") if r is not None else ""
+            f"{r['mid_calls']} mid calls · {r['nodes']} nodes, {r['kept']} kept · draft {r['draft_ms']:,.0f} ms · "
+            f"verify {r['verify_ms']:,.0f} ms · eta {r['eta']:.2f} tokens/s") if r is not None else ""
     s = _row(run.steps, run=run_id, round=round, step=step) if step != VERIFY else None
     if s is not None:
         who = "mid drafter (LM)" if s["call_mid"] else "small drafter (n-gram)"
-        text += (f"<br><b>step {step}</b>: {who} · candidate pool {s['pool_size']} (conventional N_k: "
-                 f"{s['conventional_pool']}) · frontier {s['frontier_size']} · reselected at an earlier depth "
-                 f"{_fmt(s['reselected_earlier'])} · tree {s['tree_size']} live nodes")
+        text += (f"<br><b>step {step}</b>: {who} · candidate pool {s['pool_size']} node{'s' if s['pool_size'] != 1 else ''} (conventional N_k: "
+                 f"{s['conventional_pool']}) · frontier {s['frontier_size']} · share of the frontier reselected at an "
+                 f"earlier depth: {_share(s['reselected_earlier'], step)} · tree {s['tree_size']} live nodes")
     return f'<div style="font-size:13px">{text}</div>'
 
 
@@ -111,7 +111,8 @@ class StepThroughViewer(W.VBox):
         self.round.add_class("tg-round-slider")
         self.step = W.SelectionSlider(options=[("verify", VERIFY)], description="step", continuous_update=False)
         self.step.add_class("tg-step-slider")
-        self.pruned = W.Checkbox(True, description="show pruned nodes", indent=False)
+        self.pruned = W.Checkbox(True, description="show pruned nodes (at verify)", indent=False,
+                                 layout={"width": "auto"})
         self.text, self.info = W.HTML(), W.HTML()
         self._busy = True
         self._set_run(run_id, round)
@@ -158,6 +159,7 @@ class StepThroughViewer(W.VBox):
                 self._set_run(self.pick.value)
             elif owner is self.round:
                 self._set_steps()
+            self.pruned.disabled = self.step.value != VERIFY  # pruning happens at verification only
             update_figure(self.figure, self._figure())
             self.text.value = output_html(self.run, self.round.value, self.pick.value)
             self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value)
@@ -206,12 +208,13 @@ class SchedulePlayground(W.VBox):
         self.eg = W.Checkbox(bool(self.cfg.get("expanded_graft", True)), description="EG (expanded graft positions)", indent=False)
         self.nd = W.Checkbox(bool(self.cfg.get("non_destructive", True)), description="ND (non-destructive grafting)", indent=False)
         budget = self.cfg.get("budget", 63)
-        self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget")
+        self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget",
+                                  tooltip="verification budget: non-root nodes kept", layout={"width": "22em"})
         self.prune = W.Dropdown(options=[("top-k by score (paper)", "topk"), ("value (cost-aware)", "value")],
-                                value=self.cfg.get("prune", "topk"), description="pruning")
+                                value=self.cfg.get("prune", "topk"), description="pruning", layout={"width": "22em"})
         self.button = W.Button(description="replay", button_style="primary", icon="play")
         self.button.on_click(lambda _b: self.replay())
-        self.table, self.status = W.HTML(), W.HTML()
+        self.table, self.status, self.progress = W.HTML(), W.HTML(), W.HTML()
         self.show = W.Dropdown(options=[], description="tree of")
         self.show.observe(lambda _c: self._draw(), "value")
         self.figure = go.FigureWidget()
@@ -221,8 +224,11 @@ class SchedulePlayground(W.VBox):
         if pair is None:
             self.button.disabled = True
             self.status.value += " <b>No model pair given: replay is off.</b>"
-        super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]), W.HBox([self.eg, self.nd, self.budget, self.prune]),
-                          self.button, self.table, self.show, self.figure])
+        self.eg.layout.width = self.nd.layout.width = "auto"
+        super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]),
+                          W.HBox([self.eg, self.nd], layout={"gap": "1.5em"}), W.HBox([self.budget, self.prune]),
+                          W.HBox([self.button, self.progress], layout={"gap": "1em", "align_items": "center"}),
+                          self.table, self.show, self.figure])
         self.add_class("tg-playground")
 
     def _label(self, i: int) -> None:
@@ -256,14 +262,14 @@ class SchedulePlayground(W.VBox):
         self.results = {}
         try:
             for name, cfg in self.settings().items():
-                self.status.value = f"replaying: {html.escape(name)} ..."
+                self.progress.value = f"replaying: {html.escape(name)} ..."
                 self.results[name] = replay_round(self.pair, self.context, cfg, prompt_len=self.prompt_len)
         finally:
             self.button.disabled = self.pair is None
         why = adaptive_status(self.pair)
-        self.status.value = "done." + (f" Adaptive not shown: {html.escape(why[:200])}" if why else "")
+        self.progress.value = f"replayed {len(self.results)} settings." + (f" Adaptive not shown: {html.escape(why[:200])}" if why else "")
         df = self.table_frame()
-        self.table.value = df.to_html(index=False, border=0, float_format=lambda v: f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}")
+        self.table.value = styled(df, ms=("draft (ms)", "verify (ms)"), decimals=2).hide(axis="index").to_html()
         self.show.options = list(self.results)
         self.show.value = next(iter(self.results))
         self._draw()
@@ -274,13 +280,13 @@ class SchedulePlayground(W.VBox):
         rows = []
         rec = _row(self.run.rounds, run=self.run_id, round=self.round_idx)
         if rec is not None:
-            rows.append({"setting": "recorded (original run)", "schedule": rec["schedule"], "A": rec["accepted"],
+            rows.append({"setting": "recorded (original run)", "schedule": rec["schedule"], "A (tokens)": rec["accepted"],
                          "mid calls": rec["mid_calls"], "nodes": rec["nodes"], "kept": rec["kept"],
-                         "draft ms": rec["draft_ms"], "verify ms": rec["verify_ms"], "eta tok/s": rec["eta"]})
+                         "draft (ms)": rec["draft_ms"], "verify (ms)": rec["verify_ms"], "eta (tokens/s)": rec["eta"]})
         for name, (info, _run) in self.results.items():
-            rows.append({"setting": name, "schedule": info.schedule, "A": info.accepted, "mid calls": info.mid_calls,
-                         "nodes": info.nodes, "kept": info.kept, "draft ms": 1000 * info.draft_s,
-                         "verify ms": 1000 * info.verify_s, "eta tok/s": (info.accepted + 1) / info.round_s})
+            rows.append({"setting": name, "schedule": info.schedule, "A (tokens)": info.accepted, "mid calls": info.mid_calls,
+                         "nodes": info.nodes, "kept": info.kept, "draft (ms)": 1000 * info.draft_s,
+                         "verify (ms)": 1000 * info.verify_s, "eta (tokens/s)": (info.accepted + 1) / info.round_s})
         return pd.DataFrame(rows)
 
     def _draw(self) -> None:

@@ -158,6 +158,37 @@ def figures_dir() -> Path:
     return path
 
 
+TABLE_CSS = [{"selector": "th, td", "props": "padding: 2px 6px; text-align: right; white-space: nowrap"},
+             {"selector": "th.row_heading, td.col0", "props": "text-align: left"}]
+
+
+def styled(df: pd.DataFrame, pct: tuple = (), ratio: tuple = (), ms: tuple = (), ints: tuple = (),
+           decimals: int = 2, pct_decimals: int = 1) -> Any:
+    """`df` for display: shares as %, ratios as x, milliseconds rounded, other floats to `decimals`,
+    "—" where a value does not apply (NaN), padded and right-aligned columns."""
+    fmt: dict[str, Any] = {c: f"{{:.{pct_decimals}%}}" for c in pct} | {c: "{:.2f}x" for c in ratio}
+    fmt |= {c: "{:,.0f}" for c in (*ms, *ints)}
+    rest = [c for c in df.columns if c not in fmt and pd.api.types.is_float_dtype(df[c])]
+    fmt |= {c: f"{{:.{decimals}f}}" for c in rest}
+    return df.style.format({c: f for c, f in fmt.items() if c in df.columns}, na_rep="—").set_table_styles(TABLE_CSS)
+
+
+def show(fig: Any, name: str) -> None:
+    """Display `fig` in the notebook and save it as `figures_dir()/name`: matplotlib as .png, plotly as
+    a stand-alone .html (plotly's JavaScript embedded, so it opens offline)."""
+    from IPython.display import Image, display
+
+    if hasattr(fig, "savefig"):
+        path = figures_dir() / f"{name}.png"
+        fig.savefig(path, dpi=100)
+        display(Image(path.read_bytes()))
+    else:
+        path = figures_dir() / f"{name}.html"
+        fig.write_html(path, include_plotlyjs=True)
+        display(fig)
+    print(f"saved {path}")
+
+
 # ---------------------------------------------------------------------------- run maths
 
 
@@ -193,7 +224,8 @@ def categories_of(run: Any) -> pd.Series:
 
 
 def graft_stats(run: Any) -> pd.DataFrame:
-    """Per mid step: share of the frontier reselected at an earlier depth, pool vs conventional pool."""
+    """Per mid step: share of the frontier reselected at an earlier depth, pool vs conventional pool.
+    (The pooled statistics the paper reports: `viz.stats.graft_summary`.)"""
     st = run.steps[run.steps["call_mid"]].copy()
     st["category"] = st["run"].map(categories_of(run))
     st["pool_ratio"] = st["pool_size"] / st["conventional_pool"].clip(lower=1)

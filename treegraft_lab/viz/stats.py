@@ -1,4 +1,4 @@
-"""Summary plots of recorded runs (seaborn). Each function returns a matplotlib Figure.
+"""Summary plots of recorded runs (seaborn). Each function returns a PlotFigure, shown as a PNG in notebooks.
 
 Give one Run, or a dict {label: Run} to compare settings side by side (the label becomes the hue).
 Acceptance length A counts accepted draft tokens; the bonus token is not included.
@@ -6,15 +6,29 @@ Acceptance length A counts accepted draft tokens; the bonus token is not include
 
 from __future__ import annotations
 
+import io
 import math
 
 import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import PercentFormatter
 
 from treegraft_lab.schedule.signals import SIGNALS
+from treegraft_lab.viz.tree import COLORS
 
-PALETTE = "colorblind"
+SMALL, MID = COLORS["small"], COLORS["mid"]  # one colour language: small drafter blue, mid drafter orange
+PAPER = "#495057"  # the paper's reference values
+PALETTE = ["#2f9e44", "#7b2cbf", "#c2255c", "#495057", "#0c8599", "#a61e4d"]  # settings compared (never blue/orange)
+
+
+class PlotFigure(Figure):
+    """A matplotlib Figure that a notebook displays as a PNG image (no pyplot or backend needed)."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png", dpi=100)
+        return buf.getvalue()
 
 
 def _runs(runs) -> dict:
@@ -26,13 +40,14 @@ def _legend_outside(ax) -> None:
         sns.move_legend(ax, "upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
 
 
-def _figure(ncols: int = 1, width: float = 6.4, height: float = 3.6) -> tuple[Figure, list]:
-    fig = Figure(figsize=(width * ncols, height), layout="constrained")
-    axes = fig.subplots(1, ncols, squeeze=False)[0]
+def figure(ncols: int = 1, width: float = 6.4, height: float = 3.6, **kw) -> tuple[PlotFigure, list]:
+    """A PlotFigure of `ncols` axes side by side, each `width` x `height` inches (100 px an inch on screen)."""
+    fig = PlotFigure(figsize=(width * ncols, height), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False, **kw)[0]
     return fig, list(axes)
 
 
-def acceptance_by_depth(runs) -> Figure:
+def acceptance_by_depth(runs) -> PlotFigure:
     """Share of rounds whose accepted path reaches each depth d (A >= d), per setting."""
     rows = []
     for label, run in _runs(runs).items():
@@ -41,8 +56,8 @@ def acceptance_by_depth(runs) -> Figure:
         for d in range(1, max(depth, int(acc.max()) if len(acc) else 1) + 1):
             rows.append({"setting": label, "depth": d, "share": float((acc >= d).mean()) if len(acc) else 0.0})
     df = pd.DataFrame(rows)
-    fig, (ax,) = _figure()
-    sns.barplot(df, x="depth", y="share", hue="setting", palette=PALETTE, ax=ax)
+    fig, (ax,) = figure()
+    sns.barplot(df, x="depth", y="share", hue="setting", palette=PALETTE[: df["setting"].nunique()], ax=ax)
     ax.set(xlabel="depth d in the draft tree", ylabel="share of rounds with A >= d", ylim=(0, 1),
            title="How deep does acceptance reach?")
     _legend_outside(ax)
@@ -68,36 +83,95 @@ def graft_depths(run) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["run", "round", "step", "depth", "offset"])
 
 
-def graft_depth_hist(run) -> Figure:
-    """Where mid steps graft: depths of the expanded frontier, and offsets from the conventional frontier."""
-    df = graft_depths(run)
-    fig, (a1, a2) = _figure(2, width=5.2)
-    if df.empty:
-        for ax in (a1, a2):
-            ax.text(0.5, 0.5, "no mid-drafter steps recorded", ha="center", va="center", transform=ax.transAxes)
-    else:
-        df["draft step"] = df["step"].astype(str)
-        sns.histplot(df, x="depth", hue="draft step", multiple="stack", discrete=True, palette=PALETTE, ax=a1)
-        sns.histplot(df, x="offset", binwidth=0.5, color="#e8590c", ax=a2)
-        a2.axvline(0, color="#333", lw=1, ls="--")
-        share = float((df["offset"] < 0).mean())
-        a2.set_title(f"{share:.0%} of mid-step graft positions are earlier than N_k", fontsize=10)
-    _legend_outside(a1)
-    a1.set(xlabel="depth of the graft position (node the mid drafter expanded)", ylabel="frontier nodes",
-           title="Graft depths in mid-drafter steps")
-    a2.set(xlabel="depth - mean depth of the conventional frontier N_k", ylabel="frontier nodes")
+def _categories(run) -> pd.Series:
+    runs = run.runs.set_index("run")
+    return runs["category"] if "category" in runs else pd.Series("", index=runs.index)
+
+
+def graft_summary(run, by_category: bool = False) -> pd.DataFrame:
+    """The paper's EG statistics, over mid-drafter steps k >= 2 (at k = 1 the only candidate is the root).
+
+    One definition for every table, figure and text:
+    - reselected share: of all frontier nodes those mid steps expanded, the share at a depth below
+      the mean depth of the conventional frontier N_k (pooled over nodes, as the paper's 61.47%);
+    - pool ratio: mean |C_k| / mean |N_k| (a ratio of means, as the paper's 112.54 nodes = 2.38x);
+    - mean pool: mean |C_k| in nodes.
+    With n beside them: prompts, mid steps, frontier nodes. One row "all" (plus one per category).
+    """
+    depths = graft_depths(run)
+    depths = depths[depths["step"] > 1]
+    steps = run.steps[run.steps["call_mid"] & (run.steps["step"] > 1)]
+    cat = _categories(run)
+    groups = [("all", steps, depths)]
+    if by_category:
+        groups += [(c, steps[steps["run"].map(cat) == c], depths[depths["run"].map(cat) == c]) for c in sorted(set(cat))]
+    rows = []
+    for name, s, d in groups:
+        conv = s["conventional_pool"].mean()
+        rows.append({"group": name, "prompts": s["run"].nunique(), "mid steps": len(s), "frontier nodes": len(d),
+                     "reselected share": float((d["offset"] < 0).mean()) if len(d) else math.nan,
+                     "mean pool": s["pool_size"].mean(), "mean conventional pool": conv,
+                     "pool ratio": s["pool_size"].mean() / conv if conv > 0 else math.nan})
+    return pd.DataFrame(rows).set_index("group")
+
+
+PAPER_GRAFT = {"reselected share": 0.6147, "pool ratio": 2.38, "mean pool": 112.54}  # the paper's values
+
+
+def graft_by_category(summary: pd.DataFrame) -> PlotFigure:
+    """Reselected share and pool ratio per category (rows of `graft_summary(..., by_category=True)`),
+    with the paper's value as a dashed line and n (mid steps) beside each bar."""
+    df = summary.reset_index()
+    df["label"] = [f"{g} (n={n:,})" for g, n in zip(df["group"], df["mid steps"])]
+    fig, (a1, a2) = figure(2, width=4.8, height=0.9 + 0.32 * len(df), sharey=True)
+    for ax, col, fmt in ((a1, "reselected share", "{:.1%}"), (a2, "pool ratio", "{:.2f}x")):
+        sns.barplot(df, y="label", x=col, ax=ax, color=MID)
+        for patch, v in zip(ax.patches, df[col]):
+            if math.isfinite(v):
+                ax.annotate(fmt.format(v), (v, patch.get_y() + patch.get_height() / 2), va="center", fontsize=8,
+                            xytext=(3, 0), textcoords="offset points")
+        ax.axvline(PAPER_GRAFT[col], ls="--", color=PAPER)
+        ax.set(ylabel="")
+    a1.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    a1.set(xlim=(0, 1.15), xlabel="frontier reselected at an earlier depth", title="reselection share (dashed: paper, 61.47%)")
+    a2.set(xlim=(0, 1.2 * max(df["pool ratio"].max(), PAPER_GRAFT["pool ratio"])),
+           xlabel="pool |C_k| / conventional pool |N_k|", title="candidate pool ratio (dashed: paper, 2.38x)")
+    a1.set_ylabel("prompts (n = mid steps, k >= 2)")
     return fig
 
 
-def decisions_by_step(runs) -> Figure:
+def graft_depth_hist(run) -> PlotFigure:
+    """Where mid steps k >= 2 graft: depths of the expanded frontier, and offsets from the conventional frontier."""
+    df = graft_depths(run)
+    df = df[df["step"] > 1]
+    fig, (a1, a2) = figure(2, width=4.8, height=3.4)
+    if df.empty:
+        for ax in (a1, a2):
+            ax.text(0.5, 0.5, "no mid-drafter steps after step 1 recorded", ha="center", va="center", transform=ax.transAxes)
+    else:
+        df["draft step"] = df["step"].astype(str)
+        shades = sns.light_palette(MID, n_colors=df["step"].nunique() + 1)[1:]
+        sns.histplot(df, x="depth", hue="draft step", multiple="stack", discrete=True, palette=shades, ax=a1)
+        edges = (math.floor(df["offset"].min() * 2) / 2, math.ceil(df["offset"].max() * 2) / 2 + 0.5)
+        sns.histplot(df, x="offset", binwidth=0.5, binrange=edges, color=MID, ax=a2)  # 0 is a bin edge
+        a2.axvline(0, color="#333", lw=1, ls="--")
+        share = graft_summary(run).loc["all", "reselected share"]
+        a2.set_title(f"{share:.1%} of {len(df):,} graft positions lie left of 0 (earlier than N_k)", fontsize=10)
+    a1.set(xlabel="depth of the graft position", ylabel="frontier nodes expanded",
+           title="Graft depths in mid steps k >= 2")
+    a2.set(xlabel="depth - mean depth of the conventional frontier N_k", ylabel="frontier nodes expanded")
+    return fig
+
+
+def decisions_by_step(runs) -> PlotFigure:
     """Share of rounds in which each draft step called the mid drafter, per setting."""
     rows = []
     for label, run in _runs(runs).items():
         g = run.steps.groupby("step")["call_mid"].mean()
         rows += [{"setting": label, "draft step": int(k), "mid share": float(v)} for k, v in g.items()]
     df = pd.DataFrame(rows)
-    fig, (ax,) = _figure()
-    sns.barplot(df, x="draft step", y="mid share", hue="setting", palette=PALETTE, ax=ax)
+    fig, (ax,) = figure()
+    sns.barplot(df, x="draft step", y="mid share", hue="setting", palette=PALETTE[: df["setting"].nunique()], ax=ax)
     ax.set(xlabel="draft step k", ylabel="share of rounds calling the mid drafter", ylim=(0, 1.05),
            title="WHEN: scheduler decisions by draft step")
     _legend_outside(ax)
@@ -122,9 +196,36 @@ def signal_correlations(run, targets: tuple[str, ...] = ("accepted", "eta")) -> 
     return pd.DataFrame(out)
 
 
-def signal_heatmap(corr: pd.DataFrame, title: str = "Spearman correlation with the round's outcome") -> Figure:
+def signal_heatmap(corr: pd.DataFrame, title: str = "Spearman correlation with the round's outcome") -> PlotFigure:
     """A heatmap of a signals x outcomes correlation table."""
-    fig, (ax,) = _figure(width=5.2, height=4.4)
+    fig, (ax,) = figure(width=5.2, height=4.4)
     sns.heatmap(corr, annot=True, fmt=".2f", cmap="vlag", vmin=-1, vmax=1, ax=ax, cbar_kws={"label": "rho"})
     ax.set(xlabel="outcome of the round", ylabel="signal before the draft step", title=title)
+    return fig
+
+
+def importance_plot(imp: pd.DataFrame, release: list[str], clip: float = 1.0) -> PlotFigure:
+    """Grouped-CV gain over step k alone and held-out permutation drop per signal (`workbench.signal_importance`).
+
+    Bars beyond +-`clip` (R^2 units) are cut at the axis and labelled with their value, so one
+    extreme signal cannot flatten the rest; dark bars are the release's six signals.
+    """
+    df = imp.assign(release=imp["signal"].isin(release).map({True: "in the release's six", False: "ours"}))
+    fig, (a1, a2) = figure(2, width=4.8, height=3.6, sharey=True)
+    for ax, col, label in ((a1, "gain_over_k", "grouped-CV R^2 gain over step k alone"),
+                           (a2, "permutation_drop", "held-out R^2 drop when shuffled")):
+        sns.barplot(df, y="signal", x=col, hue="release", dodge=False, ax=ax, legend=ax is a1,
+                    palette={"in the release's six": PAPER, "ours": "#adb5bd"})
+        lo, hi = max(df[col].min(), -clip), min(df[col].max(), clip)
+        pad = 0.08 * ((hi - lo) or 1.0)
+        ax.set_xlim(min(lo, 0) - pad, max(hi, 0) + pad)
+        for i, v in enumerate(df[col]):
+            if abs(v) > clip:
+                ax.annotate(f"{v:.2f} (bar cut)", (lo - pad if v < 0 else hi + pad, i), ha="left" if v < 0 else "right",
+                            va="center", fontsize=8, color="#111", xytext=(3 if v < 0 else -3, 0), textcoords="offset points")
+        ax.axvline(0, color="#333", lw=0.8)
+        ax.set(xlabel=label, ylabel="")
+    handles, labels = a1.get_legend_handles_labels()
+    a1.get_legend().remove()
+    fig.legend(handles, labels, loc="outside upper center", ncol=2, frameon=False, fontsize=9)
     return fig

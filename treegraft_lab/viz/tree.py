@@ -36,7 +36,7 @@ FONT_SIZE = 10
 CHAR_W = 0.62 * FONT_SIZE  # px per character of the monospace label font (DejaVu Sans Mono: 0.602 em)
 LEAF_PX, ROW_PX = 34, 78  # preferred px per leaf column and per depth row
 MARGIN = {"l": 10, "r": 175, "t": 48, "b": 10, "autoexpand": False}  # r: the legend
-MAX_WIDTH = 1000  # px: fits a notebook's output area; pass width= for a larger screen
+MAX_WIDTH = 840  # px: fits JupyterLab's output area on a 1280 px screen (848 px); pass width= for a larger one
 SIZE_MIN, SIZE_MAX = 7, 20
 
 
@@ -215,8 +215,10 @@ def _round_rows(run, round: int, step: int | None, run_id: int) -> pd.DataFrame:
     return rows
 
 
-def _canvas(pos: dict, width: int | None = None) -> tuple[int, int, float, list, list]:
+def _canvas(pos: dict, width: int | None = None, depth: int | None = None) -> tuple[int, int, float, list, list]:
+    """Width, height, px per x unit and axis ranges; `depth`: draw rows down to this depth only."""
     xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
+    ys = ys if depth is None else [y for y in ys if y >= -depth] or [0.0]
     n_cols = max(xs) - min(xs) + 1
     width = width or int(min(max(LEAF_PX * (n_cols + 1.4) + MARGIN["l"] + MARGIN["r"], 640), MAX_WIDTH))
     height = int(ROW_PX * (max(-min(ys), 1) + 1) + MARGIN["t"] + MARGIN["b"] + 20)
@@ -254,7 +256,7 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     if step is None and not show_pruned:
         rows = rows[rows["kept"].astype(bool)]
     pos = tidy_layout(final_rows if stable and (show_pruned or step is not None) else rows)
-    width, height, px_per_x, xr, yr = _canvas(pos, width)
+    width, height, px_per_x, xr, yr = _canvas(pos, width, depth=int(rows["depth"].max()))  # no empty rows below
     labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
     fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
@@ -287,14 +289,15 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
         frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=k is None),
                                layout={"title": {"text": title}}))
     fig = go.Figure(data=frames[0].data, frames=frames)
-    _style(fig, width, height + 70, xr, yr, frames[0].layout.title.text)
+    _style(fig, width, height + 125, xr, yr, frames[0].layout.title.text)
     anim = {"frame": {"duration": duration_ms, "redraw": True}, "transition": {"duration": 0}, "mode": "immediate"}
     fig.update_layout(
-        margin={**MARGIN, "b": 80},
+        margin={**MARGIN, "b": 135},  # the buttons, and the slider on its own row below them
         updatemenus=[{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left", "yanchor": "top",
                       "buttons": [{"label": "▶ play", "method": "animate", "args": [None, {**anim, "fromcurrent": True}]},
                                   {"label": "❚❚ pause", "method": "animate", "args": [[None], {**anim, "frame": {"duration": 0}}]}]}],
-        sliders=[{"active": 0, "x": 0.18, "y": -0.02, "len": 0.6, "yanchor": "top", "currentvalue": {"prefix": "showing: "},
+        sliders=[{"active": 0, "x": 0.0, "y": -0.02, "len": 0.9, "yanchor": "top", "pad": {"t": 48, "b": 0},
+                  "currentvalue": {"prefix": "showing: "},
                   "steps": [{"label": f.name, "method": "animate", "args": [[f.name], anim]} for f in frames]}],
     )
     return fig

@@ -1,0 +1,128 @@
+"""The adaptive scheduler's decision boundary, drawn where a recorded run's decisions were made.
+
+`step_inputs(run, policy)` rebuilds the 17 inputs of every recorded step from the tables and
+re-scores them with the policy's own `decide` (the online code path), so the figure's decisions
+are the recorded ones. `boundary_figure` holds all inputs at the recorded medians of one draft step
+and sweeps two of them: three planes of signal pairs and the plane of the two measured costs
+(T_tgt, T_mid), which the scheduler reads live from the decoder.
+
+Margins are in tokens/s: g_psi predicts a throughput gain in tokens per ms, shown x 1000.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from treegraft_lab.schedule.policies import StepContext
+from treegraft_lab.viz.tree import COLORS
+
+PER_S = 1000.0  # g_psi is in tokens per ms
+BOUNDS = {"frontier_leaf_ratio": (0, 1), "past_depth_ratio": (0, 1), "reselect_overlap": (0, 1), "root_match": (0, 1),
+          "ngram_match": (0, 1), "recent_hit_rate": (0, 1), "mean_frontier_depth": (0, None), "collapse_debt": (0, None),
+          "score_spread": (0, None), "mean_path_score": (None, 0), "t_tgt_ms": (1, None), "t_mid_ms": (1, None)}
+SCALE = [[0.0, COLORS["small"]], [0.5, "#ffffff"], [1.0, COLORS["mid"]]]  # skip: small drafter blue; call: mid orange
+
+
+def step_inputs(run, policy) -> pd.DataFrame:
+    """One row per recorded step: the 17 raw inputs (named as in the artifact), the recorded
+    decision and margin, and the decision and margin the policy gives those inputs now (tokens/s)."""
+    art = policy.artifact
+    plen = run.runs.set_index("run")["prompt_ids"].map(len)
+    rows = []
+    for (r, _rd), steps in run.steps.sort_values(["run", "round", "step"]).groupby(["run", "round"]):
+        history: list[int] = []
+        for s in steps.to_dict("records"):
+            ctx = StepContext(int(s["step"]), art.depth, list(history), None, [], [], int(plen[r]), s["t_tgt_ms"],
+                              s["t_mid_ms"], 0, 0, _signals={k: s[k] for k in policy.signals})
+            call = policy.decide(ctx)
+            rows.append({"run": r, "round": s["round"], "step": s["step"], **dict(zip(art.inputs, policy.features(ctx))),
+                         "recorded call": bool(s["call_mid"]), "recorded g": PER_S * s["policy_score"],
+                         "call": call, "g": PER_S * policy.last_score})
+            history.append(int(s["call_mid"]))
+    return pd.DataFrame(rows)
+
+
+def axis_values(name: str, art, seen: pd.Series, n: int = 41) -> np.ndarray:
+    """Values of input `name` to sweep: the recorded range and the training mean +- 2.5 std, within its bounds."""
+    i = art.inputs.index(name)
+    lo = min(seen.min(), art.x_mean[i] - 2.5 * art.x_std[i])
+    hi = max(seen.max(), art.x_mean[i] + 2.5 * art.x_std[i])
+    blo, bhi = BOUNDS.get(name, (None, None))
+    lo, hi = (lo if blo is None else max(lo, blo)), (hi if bhi is None else min(hi, bhi))
+    return np.linspace(lo, hi if hi > lo else lo + 1.0, n)
+
+
+def centre(inputs: pd.DataFrame, art, step: int) -> dict[str, float]:
+    """The recorded inputs at draft step `step`: medians, with the most common history of earlier decisions."""
+    at = inputs[inputs["step"] == step]
+    c = at[art.inputs].median().to_dict()
+    hist_cols = [f"hist{j + 1}" for j in range(art.depth)]
+    c.update(zip(hist_cols, at[hist_cols].value_counts().idxmax()))
+    c["calls_over_D"] = sum(c[h] for h in hist_cols) / art.depth
+    return c
+
+
+def slice_scores(policy, art, base: dict[str, float], sx: str, sy: str, xs, ys) -> np.ndarray:
+    """g_psi (tokens/s) over the grid xs x ys of inputs sx, sy; the cost ratio follows the costs."""
+    z = np.zeros((len(ys), len(xs)))
+    for a, y in enumerate(ys):
+        for b, x in enumerate(xs):
+            v = {**base, sx: x, sy: y}
+            v["log_tgt_over_mid"] = math.log(v["t_tgt_ms"] / v["t_mid_ms"])
+            z[a, b] = PER_S * policy.score([v[name] for name in art.inputs])
+    return z
+
+
+def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[str, str]]) -> tuple[go.Figure, list[str]]:
+    """A 2 x 2 grid of g_psi planes at the recorded medians of `step`, the g = 0 contour, and the
+    recorded decisions of that step. Returns the figure and one note per plane where g keeps one sign."""
+    art = policy.artifact
+    base, at = centre(inputs, art, step), inputs[inputs["step"] == step]
+    grids = [(sx, sy, *(xs := axis_values(sx, art, inputs[sx]), ys := axis_values(sy, art, inputs[sy])),
+              slice_scores(policy, art, base, sx, sy, xs, ys)) for sx, sy in pairs]
+    lim = max(float(np.abs(g[4]).max()) for g in grids) or 1.0
+    fig = make_subplots(2, 2, subplot_titles=[f"{sx} x {sy}" for sx, sy in pairs], horizontal_spacing=0.1,
+                        vertical_spacing=0.17)
+    notes = []
+    for i, (sx, sy, xs, ys, z) in enumerate(grids):
+        r, c = i // 2 + 1, i % 2 + 1
+        fig.add_trace(go.Heatmap(x=xs, y=ys, z=z, colorscale=SCALE, zmid=0, zmin=-lim, zmax=lim, showscale=i == 0,
+                                 colorbar={"title": {"text": "g_psi<br>(tokens/s)"}, "len": 0.6, "thickness": 14},
+                                 hovertemplate=f"{sx}=%{{x:.2f}}<br>{sy}=%{{y:.2f}}<br>g=%{{z:.2f}} tokens/s<extra></extra>"),
+                      r, c)
+        if z.min() < 0 < z.max():
+            fig.add_trace(go.Contour(x=xs, y=ys, z=z, contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
+                                     line={"color": "black", "width": 2}, showscale=False, hoverinfo="skip",
+                                     showlegend=False), r, c)
+        else:
+            sign = "above" if z.min() > 0 else "below"
+            notes.append(f"{sx} x {sy}: g stays {sign} 0 over the whole plane ({z.min():.2f} to {z.max():.2f} tokens/s), "
+                         f"so the scheduler {'calls' if z.min() > 0 else 'skips'} everywhere there")
+            fig.add_annotation(text=f"no boundary: g {'>' if z.min() > 0 else '<'} 0 everywhere", showarrow=False,
+                               xref="x domain" if i == 0 else f"x{i + 1} domain", yref="y domain" if i == 0 else f"y{i + 1} domain",
+                               x=0.5, y=0.5, bgcolor="rgba(255,255,255,0.8)", font={"size": 11})
+        for call, name in ((True, "recorded: called mid"), (False, "recorded: skipped")):
+            d = at[at["recorded call"] == call]
+            fig.add_trace(go.Scatter(x=d[sx], y=d[sy], mode="markers", name=name, showlegend=i == 0, legendgroup=name,
+                                     marker={"color": COLORS["mid" if call else "small"], "size": 9,
+                                             "symbol": "circle" if call else "square", "line": {"color": "#111", "width": 1}},
+                                     hovertemplate=f"{name}<br>g=%{{customdata:.2f}} tokens/s<extra></extra>",
+                                     customdata=d["recorded g"]), r, c)
+        fig.add_trace(go.Scatter(x=[base[sx]], y=[base[sy]], mode="markers", name="slice centre (medians)",
+                                 showlegend=i == 0, marker={"symbol": "x", "color": "#111", "size": 10}, hoverinfo="skip"), r, c)
+        fig.update_xaxes(title_text=sx, row=r, col=c)
+        fig.update_yaxes(title_text=sy, row=r, col=c)
+    for name, color in (("call the mid drafter (g > 0)", COLORS["mid"]), ("skip: small drafter (g < 0)", COLORS["small"])):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 12,
+                                                                                          "color": color}))
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="g = 0 (the boundary)", line={"color": "black", "width": 2}))
+    fig.update_layout(height=760, margin={"l": 60, "r": 20, "t": 70, "b": 110},
+                      title={"text": f"g_psi before draft step {step}, other inputs at this run's medians for step {step}",
+                             "font": {"size": 14}},
+                      legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top", "font": {"size": 11}})
+    return fig, notes
