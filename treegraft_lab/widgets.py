@@ -91,7 +91,9 @@ def info_html(run, round: int, step: int, run_id: int = 0) -> str:
         who = "mid drafter (LM)" if s["call_mid"] else "small drafter (n-gram)"
         text += (f"<br><b>step {step}</b>: {who} · candidate pool {s['pool_size']} (conventional N_k: "
                  f"{s['conventional_pool']}) · frontier {s['frontier_size']} · reselected at an earlier depth "
-                 f"{_fmt(s['reselected_earlier'])} · tree {s['tree_size']} live nodes")
+                 f"{_fmt(s['reselected_earlier'])} · {s['new_nodes']} new"
+                 + (f" (+{s['chain_nodes']} in n-gram chains)" if s.get("chain_nodes", 0) else "")
+                 + f" · tree {s['tree_size']} live nodes")
     return f'<div style="font-size:13px">{text}</div>'
 
 
@@ -112,15 +114,18 @@ class StepThroughViewer(W.VBox):
         self.step = W.SelectionSlider(options=[("verify", VERIFY)], description="step", continuous_update=False)
         self.step.add_class("tg-step-slider")
         self.pruned = W.Checkbox(True, description="show pruned nodes", indent=False)
+        self.siblings = W.Dropdown(options=[("4 children per parent", 4), ("10 per parent", 10), ("all children", 0)],
+                                   value=4, layout={"width": "13em"})  # the others fold into "+m"
         self.text, self.info = W.HTML(), W.HTML()
         self._busy = True
         self._set_run(run_id, round)
         self.figure = go.FigureWidget(self._figure())
         self._busy = False
-        for w in (self.pick, self.round, self.step, self.pruned):
+        for w in (self.pick, self.round, self.step, self.pruned, self.siblings):
             w.observe(self._changed, "value")
         self._changed()
-        super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned]), self.info, self.figure, self.text])
+        super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned, self.siblings]), self.info, self.figure,
+                          self.text])
         self.add_class("tg-viewer")
 
     def _run_label(self, r: int) -> str:
@@ -146,7 +151,8 @@ class StepThroughViewer(W.VBox):
 
     def _figure(self) -> go.Figure:
         step = None if self.step.value == VERIFY else int(self.step.value)
-        return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value)
+        return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
+                           max_children=self.siblings.value or None)
 
     def _changed(self, change: dict | None = None) -> None:
         if self._busy:
