@@ -244,7 +244,9 @@ class SchedulePlayground(W.VBox):
         """Name -> DecodeConfig of every setting a replay runs (adaptive only when available)."""
         from treegraft_lab.config import DecodeConfig
 
-        base = {k: self.cfg[k] for k in ("depth", "width", "ngram_max", "ngram_min", "temperature") if k in self.cfg}
+        keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "expansion", "children", "ngram_chain",
+                "max_nodes", "lookback")  # the recorded run's growth rule too
+        base = {k: self.cfg[k] for k in keys if k in self.cfg}
         base["budget"], base["prune"] = int(self.budget.value), self.prune.value
         out = {f"yours ({self.mask}{'' if self.eg.value else ', w/o EG'}{'' if self.nd.value else ', w/o ND'})":
                DecodeConfig(**base, schedule=self.mask, expanded_graft=self.eg.value, non_destructive=self.nd.value),

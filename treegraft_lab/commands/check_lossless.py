@@ -24,6 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="eval", help="eval, train or all")
     parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
     parser.add_argument("--limit", type=int, default=None, help="at most this many prompts")
+    parser.add_argument("--per-category", type=int, default=None, help="the first N prompts of each category")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--schedules", default="small,mid,10101", help="comma-separated schedules")
     parser.add_argument("--budget", type=int, default=63)
@@ -55,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab.prompts import load_prompts
 
     cats = args.categories.split(",") if args.categories else None
-    prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit)
+    prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit, per_category=args.per_category)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
     configs = {s: DecodeConfig(schedule=s, budget=args.budget, **growth_from_args(args)) for s in schedules}  # validates early
     pair = load_pair_from_args(args, require_mid=any(c.schedule_name != "small" for c in configs.values()))
