@@ -174,3 +174,14 @@ def test_release_trees_grow_far_past_the_budget_and_prune_to_it(arch):
     mid = f["steps"][f["steps"]["call_mid"] & (f["steps"]["step"] > 1)]
     assert (mid["pool_size"] > mid["conventional_pool"]).any()
     assert (f["steps"]["new_nodes"] > 10).any()  # more than W new nodes in one step
+    assert (f["steps"]["chain_nodes"] > 0).any()  # small steps drafted chains
+    n = f["nodes"]
+    made = n[n["created_step"] == n["step"]]
+    assert made["new"].all() and len(made) == f["steps"].eval("new_nodes + chain_nodes").sum() - reused(f)
+
+
+def reused(f) -> int:
+    """Landed first tokens that were existing children (counted in new_nodes, not created)."""
+    n = f["nodes"]
+    landed_old = n[n["new"] & (n["created_step"] != n["step"])]
+    return len(landed_old)
