@@ -284,7 +284,6 @@ class ModelDrafter:
         if not frontier:
             return []
         rows = self.logq(frontier)
-        base = torch.tensor([tree.score[f] for f in frontier], dtype=rows.dtype, device=rows.device)
         if children is not None:
             top = torch.topk(rows, min(children, rows.shape[1]), dim=1)
             toks = top.indices.tolist() if self.head is None else [[self.sub_ids[c] for c in r] for r in top.indices.tolist()]
@@ -292,6 +291,7 @@ class ModelDrafter:
                    for tok, lp in zip(ts, lps) if lp > self.OUTSIDE]
             out.sort(key=lambda x: -x[0])
             return [p for _, p in out]
+        base = torch.tensor([tree.score[f] for f in frontier], dtype=rows.dtype, device=rows.device)
         cand = (rows + base[:, None]).flatten()
         k = min(width, cand.numel())
         top = torch.topk(cand, k)
