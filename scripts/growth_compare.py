@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import sys
 import time
@@ -100,7 +101,8 @@ def main() -> None:
         "threads": torch.get_num_threads(), "dtype": str(pair.dtype), "pair": pair.name,
         "prompts": f"treegraft-suite eval, {args.per_category} per category ({len(prompts)})",
         "max_new_tokens": args.max_new, "budget": args.budget, "schedule": args.schedule,
-        "command": "python scripts/growth_compare.py " + " ".join(sys.argv[1:]),
+        "command": f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '')} python scripts/growth_compare.py "
+                   + " ".join(sys.argv[1:]),
         "rules": {k: {**DecodeConfig(**v).to_dict(), "extra": None} for k, v in RULES.items()},
     }
     (out / "growth-compare.json").write_text(json.dumps({"meta": meta, "rows": table.to_dict("records")}, indent=1,
