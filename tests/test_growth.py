@@ -185,3 +185,23 @@ def reused(f) -> int:
     n = f["nodes"]
     landed_old = n[n["new"] & (n["created_step"] != n["step"])]
     return len(landed_old)
+
+
+def test_a_cached_run_recorded_before_the_growth_options_is_recorded_again(tmp_path, monkeypatch):
+    from treegraft_lab import workbench as wb
+
+    monkeypatch.setenv("TREEGRAFT_RUNS_DIR", str(tmp_path))
+    monkeypatch.delenv("SMOKE", raising=False)
+    monkeypatch.delenv("RERECORD", raising=False)
+    old = wb.synthetic_run(rounds=1)
+    old.runs["config"] = ['{"depth": 5, "width": 10, "schedule": "10101"}']  # a run from before
+    old.save(tmp_path / "x")
+    calls = []
+
+    def rec():
+        calls.append(1)
+        return wb.synthetic_run(rounds=1, growth="release")
+
+    assert '"expansion"' in wb.cached_run("x", rec).runs["config"][0] and calls == [1]
+    wb.cached_run("x", rec)
+    assert calls == [1]  # a current run is loaded, not recorded again

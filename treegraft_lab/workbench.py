@@ -103,8 +103,11 @@ def cached_run(name: str, record: Callable[[], Any]) -> Any:
 
     path = runs_dir() / (name + ("-smoke" if smoke() else ""))
     if (path / "meta.json").exists() and os.environ.get("RERECORD", "") in ("", "0"):
-        print(f"loaded the recorded run {path} (set RERECORD=1 to record it again)")
-        return load_run(path)
+        run = load_run(path)
+        if len(run.runs) and all('"expansion"' in c for c in run.runs["config"]):  # older runs predate the growth options
+            print(f"loaded the recorded run {path} (set RERECORD=1 to record it again)")
+            return run
+        print(f"{path} was recorded before the tree growth options: recording it again")
     run = record()
     run.save(path)
     print(f"recorded and saved to {path}")
@@ -306,7 +309,9 @@ def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int 
         "run": 0, "pair": "synthetic", "prompt_ids": prompt, "output_ids": out,
         "prompt_text": "".join(words[i] for i in prompt), "output_text": "".join(words[i] for i in out),
         "config": json.dumps({"depth": depth, "width": width, "budget": budget, "schedule": schedule,
-                              "expanded_graft": True, "non_destructive": non_destructive}),
+                              "expanded_graft": True, "non_destructive": non_destructive,
+                              "expansion": "per_parent" if release else "global", "ngram_chain": release,
+                              "lookback": 5 if release else None}),
         "category": "synthetic", "question_id": "0",
     }])
     return Run(**frames, meta={"synthetic": True})
