@@ -26,6 +26,10 @@ SETTINGS = [
     dict(schedule="10101", non_destructive=False),
     dict(schedule="mid", width=3, budget=4, depth=3),
     dict(schedule="10101", prune="value"),
+    dict(schedule="10101", lookback=None),  # the paper's pool: every node the mid drafter has not scored
+    dict(schedule="01101", max_nodes=40, children=4, lookback=2),
+    dict(schedule="10101", expansion="global", ngram_chain=False, lookback=None),  # the compact rule
+    dict(schedule="small", expansion="global", ngram_chain=False),
 ]
 
 
@@ -51,10 +55,13 @@ def test_every_schedule_matches_plain_greedy_decoding(arch, path):
         assert CascadeDecoder(pair, DecodeConfig()).generate(ids, max_new_tokens=24).token_ids == ref
 
 
-def test_target_acting_as_its_own_drafter_accepts_every_draft_token():
+@pytest.mark.parametrize("expansion", ["per_parent", "global"])
+def test_target_acting_as_its_own_drafter_accepts_every_draft_token(expansion):
     pair = tiny_pair("llama", vocab=64, scale=4.0)
     pair.mid = pair.target
-    g = TreeGraftDecoder(pair, DecodeConfig(schedule="mid", depth=4, width=1)).generate(PROMPTS[2], max_new_tokens=20)
+    # lookback=None: with W = 1 the release's depth window would reselect the root at every step
+    cfg = DecodeConfig(schedule="mid", depth=4, width=1, expansion=expansion, lookback=None)
+    g = TreeGraftDecoder(pair, cfg).generate(PROMPTS[2], max_new_tokens=20)
     assert g.stats["accepted_per_round"] == 4.0
     assert g.stats["tokens_per_round"] == 5.0
 

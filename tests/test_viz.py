@@ -7,12 +7,17 @@ import pytest
 from treegraft_lab.viz import stats
 from treegraft_lab.viz.tree import (
     DRAFTER_LABELS,
+    FOLD,
     FONT_SIZE,
     MARGIN,
+    MAX_CHILDREN,
+    MAX_WIDTH,
     SIZE_MAX,
     fit_label,
+    fold,
     growth_animation,
     label_width,
+    shown_nodes,
     tidy_layout,
     tree_figure,
 )
@@ -23,6 +28,12 @@ from treegraft_lab.workbench import synthetic_run
 def run63():
     """Three rounds at the paper's budget of 63 with generous trees (more nodes than the budget)."""
     return synthetic_run(rounds=3, budget=63, seed=1)
+
+
+@pytest.fixture(scope="module")
+def run_release():
+    """Trees grown by the release's rule: mid steps add 10 children to each of 10 parents."""
+    return synthetic_run(rounds=2, budget=63, seed=1, growth="release")
 
 
 def label_boxes(fig):
@@ -81,7 +92,7 @@ def test_hover_text_tells_token_depth_scores_step_and_rescoring(run63):
 
 
 def test_accepted_path_and_pruned_nodes_are_marked(run63):
-    fig = tree_figure(run63, 1)
+    fig = tree_figure(run63, 1, max_children=None)
     acc = next(tr for tr in fig.data if tr.name == "accepted path")
     n_acc = int(run63.tree_at(1)["accepted"].sum()) - 1
     assert sum(x is None for x in acc.x) == n_acc  # one segment per accepted edge
@@ -94,7 +105,7 @@ def test_dead_nodes_are_crossed_without_nd():
     run = synthetic_run(rounds=1, budget=24, non_destructive=False, seed=3)
     dead = int((~run.tree_at(0)["alive"]).sum())
     assert dead > 0
-    fig = tree_figure(run, 0)
+    fig = tree_figure(run, 0, max_children=None)
     symbols = [s for tr in fig.data if tr.marker and isinstance(tr.marker.symbol, tuple) for s in tr.marker.symbol]
     assert symbols.count("x") == dead
 
@@ -180,3 +191,47 @@ def test_styled_tables_show_shares_ratios_ms_and_a_dash_for_what_does_not_apply(
     for shown in ("61.5%", "2.38x", "1,927", "1.23", "—"):
         assert shown in html
     assert "1927.21" not in html and "NaN" not in html and "nan" not in html
+
+
+def test_a_100_node_step_folds_siblings_and_stays_legible(run_release):
+    st = run_release.steps
+    big = st[(st["round"] == 0) & (st["new_nodes"] >= 100)]
+    assert len(big), "the release's rule adds 100 nodes in a mid step"
+    for step in [*big["step"].astype(int), None]:
+        rows = run_release.tree_at(0, step)
+        fig = tree_figure(run_release, 0, step)
+        drawn = sum(len(tr.x) for tr in fig.data if tr.mode and "markers" in tr.mode and tr.x and tr.x[0] is not None)
+        folds = next(tr for tr in fig.data if tr.name == "folded children")
+        assert 0 < len(folds.x) and drawn < 0.3 * len(rows)
+        assert fig.layout.width <= MAX_WIDTH
+        boxes = label_boxes(fig)
+        assert len(boxes) >= 0.9 * drawn  # nearly every drawn node keeps its label
+        for y in {b[0] for b in boxes}:
+            row = sorted((lo, hi) for yy, lo, hi, _ in boxes if yy == y)
+            assert all(h1 <= l2 for (_, h1), (l2, _) in zip(row, row[1:]))
+    everything = tree_figure(run_release, 0, max_children=None)  # every node on request
+    assert sum(len(tr.x) for tr in everything.data if tr.name in DRAFTER_LABELS.values() and tr.x[0] is not None) \
+        == len(run_release.tree_at(0))
+
+
+def test_folding_hides_whole_subtrees_and_counts_them(run_release):
+    rows = run_release.tree_at(0, 5)
+    shown = shown_nodes(run_release.tree_at(0), MAX_CHILDREN)
+    out = fold(rows, shown)
+    marks = out[out["node"] >= FOLD]
+    real = out[out["node"] < FOLD]
+    assert len(real) + marks["folded_all"].sum() == len(rows)  # every node is drawn or counted in a fold
+    assert set(real["parent"]) - set(real["node"]) == {-1}  # drawn nodes are closed under ancestors
+    per_parent = real.groupby("parent").size()
+    assert (per_parent.drop(-1) <= MAX_CHILDREN).all()
+    for _, m in marks.iterrows():
+        p = m["node"] - FOLD
+        assert m["parent"] == p and m["folded"] == int((rows["parent"] == p).sum()) - int((real["parent"] == p).sum())
+    acc = run_release.tree_at(0)
+    assert set(acc[acc["accepted"]]["node"]) <= shown  # the accepted path is never folded
+
+
+def test_the_growth_animation_folds_every_frame_alike(run_release):
+    fig = growth_animation(run_release, 0)
+    assert len(fig.frames) == 6 and len({len(f.data) for f in fig.frames}) == 1
+    assert max(sum(len(tr.x or ()) for tr in f.data if tr.mode == "markers+text") for f in fig.frames) < 120

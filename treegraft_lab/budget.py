@@ -9,7 +9,8 @@ Model of one round (documented, deliberately simple):
 - cost(B) = fixed_ms + verify_ms(B + 1), where verify_ms is measured (medians) at a few tree
   sizes on the current device over a short synthetic cached context and linearly interpolated,
   and fixed_ms is the drafting cost, which does not depend on B: the expected mid-drafter calls
-  per round times one measured mid call on W nodes, plus ~1 ms per n-gram step.
+  per round times one measured mid call on the nodes a step grows (W, or W x k with per-parent
+  expansion), plus ~1 ms per n-gram step.
 - tokens per round E(B) = 1 + A(B), A(B) = a_max * x / (1 + x), x = (B / half) ** power:
   accepted draft tokens grow with the budget, fast at first, and saturate at a_max (half: the
   budget giving a_max / 2; the 1 is the bonus token). On the offline pair A grows by about a
@@ -169,7 +170,7 @@ def _adaptive_call_rate(config, pair) -> float | None:
 
 
 def mid_cost_ms(mid, width: int) -> float:
-    """One mid-drafter call on `width` new nodes (cached per model, device, dtype)."""
+    """One mid-drafter call on `width` new nodes (cached per model, device, dtype and size)."""
     key = (*_key(mid), width)
     if key not in _MID_MS:
         _MID_MS[key] = forward_cost_ms(mid, width)
@@ -181,8 +182,9 @@ def auto_budget(pair, config, curve: dict[int, float] | None = None, mid_ms: flo
     extra = config.extra or {}
     curve = curve if curve is not None else cost_curve(pair.target)
     calls = expected_mid_calls(config, pair)
-    if calls and mid_ms is None:
-        mid_ms = mid_cost_ms(pair.mid, config.width) if getattr(pair, "mid", None) is not None else 0.0
+    if calls and mid_ms is None:  # a call forwards about the nodes a step grows: W, or W x k per parent
+        n = config.width * (config.children if config.expansion == "per_parent" else 1)
+        mid_ms = mid_cost_ms(pair.mid, min(n, config.node_cap)) if getattr(pair, "mid", None) is not None else 0.0
     fixed = calls * (mid_ms or 0.0) + (config.depth - calls) * SMALL_STEP_MS
     acc = extra.get("acceptance", ACCEPTANCE["small" if calls == 0 else "default"])
     return choose_budget(curve, fixed, tuple(acc), int(extra.get("max_budget", 63)))

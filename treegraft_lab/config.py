@@ -8,6 +8,7 @@ from typing import Any
 from treegraft_lab.errors import TreeGraftError
 
 NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle")
+EXPANSIONS = ("per_parent", "global")
 
 
 def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
@@ -37,8 +38,17 @@ def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
 class DecodeConfig:
     """One decoding run. Defaults follow the paper / authors' release.
 
-    depth: draft steps per round (D). width: frontier width W (nodes expanded per step, and new
-    nodes kept per step). budget: non-root nodes the target verifies (B_ver), or "auto" to pick
+    depth: draft steps per round (D). width: frontier width W (the nodes a step expands; the next
+    frontier is the top-W of the nodes a step grew). Tree growth (defaults: the authors' release):
+    expansion "per_parent" gives EACH frontier parent its own top-`children` children (W = k = 10:
+    up to 100 new nodes a step); "global" keeps only the global top-W children over the whole
+    frontier (at most W new nodes a step: small trees, for devices where every node costs).
+    ngram_chain: each n-gram continuation is added as a chain of up to max(1, ngram_max - (step-1))
+    tokens. max_nodes: drafting cap on live nodes (None: 1 + children + depth * width * children, 511
+    by default); the tree is cut only once, to the budget. lookback: at a mid step the reselection
+    pool is every live node whose depth is within `lookback` depths above the deepest frontier depth
+    (5 with D = 5: every depth up to the frontier, root included); None: every live node the mid
+    drafter has not scored (the paper's text). budget: non-root nodes the target verifies (B_ver), or "auto" to pick
     it from a measured cost curve. prune: "topk" keeps the budget's best nodes by path score (the
     paper); "value" keeps, each round, only the best nodes whose calibrated acceptance chance pays
     for their verification time on this device (at most `budget`; budget.ValuePruner). ngram_max/ngram_min: n-gram match sizes of the small drafter.
@@ -49,6 +59,11 @@ class DecodeConfig:
 
     depth: int = 5
     width: int = 10
+    expansion: str = "per_parent"
+    children: int = 10
+    ngram_chain: bool = True
+    max_nodes: int | None = None
+    lookback: int | None = 5
     budget: int | str = 63
     prune: str = "topk"
     ngram_max: int = 5
@@ -71,6 +86,16 @@ class DecodeConfig:
 
         need(isinstance(self.depth, int) and self.depth >= 1, f"depth must be an integer >= 1, got {self.depth!r}")
         need(isinstance(self.width, int) and self.width >= 1, f"width must be an integer >= 1, got {self.width!r}")
+        need(self.expansion in EXPANSIONS,
+             f"expansion must be 'per_parent' (the release: top-k children for each frontier parent) or 'global' "
+             f"(the global top-W children of the frontier), got {self.expansion!r}")
+        need(isinstance(self.children, int) and self.children >= 1, f"children must be an integer >= 1, got {self.children!r}")
+        need(isinstance(self.ngram_chain, bool), f"ngram_chain must be True or False, got {self.ngram_chain!r}")
+        need(self.max_nodes is None or (isinstance(self.max_nodes, int) and self.max_nodes >= 2),
+             f"max_nodes (the drafting cap, root included) must be an integer >= 2 or None, got {self.max_nodes!r}")
+        need(self.lookback is None or (isinstance(self.lookback, int) and self.lookback >= 0),
+             f"lookback must be an integer >= 0 (depths above the frontier a mid step may reselect) or None "
+             f"(every node the mid drafter has not scored), got {self.lookback!r}")
         if self.budget != "auto":
             need(
                 isinstance(self.budget, int) and self.budget >= 1,
@@ -89,6 +114,13 @@ class DecodeConfig:
             parse_mask(self.schedule, self.depth)  # raises on a bad mask
         else:
             need(hasattr(self.schedule, "decide"), "schedule must be a name, a 0/1 mask, or an object with decide(ctx)")
+
+    @property
+    def node_cap(self) -> int:
+        """The drafting cap on live nodes, root included (the release's 1 + k + D * W * k)."""
+        if self.max_nodes is not None:
+            return self.max_nodes
+        return 1 + self.children + self.depth * self.width * self.children
 
     @property
     def greedy(self) -> bool:

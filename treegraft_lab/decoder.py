@@ -198,37 +198,45 @@ class TreeGraftDecoder:
         for k in range(1, cfg.depth + 1):
             ctx = StepContext(k, cfg.depth, list(history), tree, last_new, expanded, self.prompt_len,
                               self.costs["t_tgt_ms"], self.costs["t_mid_ms"], cfg.width, cfg.ngram_max,
-                              self.small.index)
+                              self.small.index, cfg.lookback)
             call = self._when(policy, ctx)                                      # WHEN
             self._emit("step.decide", k, tree, call_mid=call, ctx=ctx, policy=policy)
-            pool, frontier, new, fwd, t = self.draft_step(tree, k, call, last_new)  # WHERE + HOW
+            pool, frontier, new, chain, fwd, t = self.draft_step(tree, k, call, last_new, expanded)  # WHERE + HOW
             mid_s += t
-            self._emit("step.expand", k, tree, call_mid=call, pool=pool, frontier=frontier, new=new,
+            self._emit("step.expand", k, tree, call_mid=call, pool=pool, frontier=frontier, new=new, chain=chain,
                        last_new=last_new, forwarded=fwd)
             expanded, last_new = frontier, new
             history.append(int(call))
         return tree, "".join(map(str, history)), sum(history), mid_s
 
-    def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int]):
-        """Draft step k. Returns (pool, frontier, new nodes, nodes the mid forwarded, mid seconds).
+    def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int], expanded: list[int] = ()):
+        """Draft step k. Returns (pool, frontier, new, chain, nodes the mid forwarded, mid seconds).
 
-        WHERE: a mid step takes its frontier from the candidate pool (EG: every node it has not
-        scored) after rescoring it; a small step expands the last step's new nodes.
-        HOW: the proposals are grafted non-destructively (or overwrite, with ND off).
+        WHERE: a mid step takes its frontier from the candidate pool (EG: the depth window above the
+        deepest node of N_k = `last_new`, or every node it has not scored) after scoring what it has
+        not scored of it; a small step expands the top-W of N_k. `expanded`: the previous step's
+        frontier. HOW: the proposals are grafted non-destructively (or overwrite, with ND off), each
+        frontier node getting its own top-`children` (expansion "per_parent") or the frontier the
+        global top-W. `new`: the nodes the first tokens landed on (the next N_k); `chain`: the nodes
+        created below them by n-gram chains (drafted ahead, deeper than the next frontier).
         """
         cfg, fwd, t = self.config, [], 0.0
+        children = cfg.children if cfg.expansion == "per_parent" else None
         if call:
-            pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft)     # WHERE
+            pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft, cfg.lookback, expanded)  # WHERE
             fwd = graft.to_forward(tree, pool)
             if fwd:
                 _, t = self._timed(self.mid.score, tree, fwd)
             frontier = graft.top_by_score(tree, pool, cfg.width)
-            proposals = self.mid.propose(tree, frontier, cfg.width)
+            proposals = self.mid.propose(tree, frontier, cfg.width, children)
         else:
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
-            proposals = self.small.propose(tree, frontier, cfg.width)
-        new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive)  # HOW
-        return pool, frontier, new, fwd, t
+            chain = max(1, cfg.ngram_max - (k - 1)) if cfg.ngram_chain else 1
+            proposals = self.small.propose(tree, frontier, cfg.width, children, chain)
+        n0 = len(tree)
+        new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
+        landed = set(new)
+        return pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t
 
     def _verify(self, tree: DraftTree, kept: list[int], schedule: str, calls: int, mid_s: float, t0: float,
                 commit: bool) -> tuple[RoundInfo, list[int]]:

@@ -11,6 +11,12 @@ has no probabilities, so it reports a calibrated guess on the same [0, 1] scale:
 for a continuation x seen `count` times after the longest matching n-gram (of `total` matches).
 A unique continuation after a 3-gram match scores 0.75, after a unigram 0.5. Path scores of both
 drafters are then sums of log-probabilities that pruning can compare.
+
+Expansion. Both drafters either give each frontier parent its own best `children` children (the
+release's rule; the n-gram drafter backs off from the longest matching n-gram to shorter ones
+until it has that many distinct first tokens) or return the global top-W children over the whole
+frontier. An n-gram continuation may carry a chain: the tokens that followed its most recent
+occurrence in the committed text, each scored like a first token given the path before it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class NgramIndex:
         self.nmax, self.nmin = nmax, nmin
         self.tokens: list[int] = []
         self.table: dict[tuple[int, ...], dict[int, int]] = {}
+        self.last: dict[tuple[int, ...], dict[int, int]] = {}  # n-gram -> {next token: its latest position}
         self.hits: list[bool] = []  # per token: was it the index's top-1 guess just before it came?
 
     def extend(self, tokens: list[int]) -> None:
@@ -43,8 +50,10 @@ class NgramIndex:
             self.hits.append(bool(hit) and max(hit, key=hit.get) == t)
             for n in range(self.nmin, self.nmax + 1):
                 if i >= n:
-                    d = table.setdefault(tuple(seq[i - n : i]), {})
+                    g = tuple(seq[i - n : i])
+                    d = table.setdefault(g, {})
                     d[t] = d.get(t, 0) + 1
+                    self.last.setdefault(g, {})[t] = i
             seq.append(t)
 
     def lookup(self, suffix: list[int]) -> tuple[int, dict[int, int] | None]:
@@ -54,6 +63,47 @@ class NgramIndex:
             if hit:
                 return n, hit
         return 0, None
+
+    def continuations(self, suffix: list[int], k: int, backoff: bool = True) -> list[tuple[int, float, int, int]]:
+        """Up to `k` distinct next tokens, from the longest matching n-gram down to the shortest
+        (backoff=False: the longest only): (token, log p, n, position of its latest occurrence),
+        best n first, then by count."""
+        out, seen = [], set()
+        for n in range(min(self.nmax, len(suffix)), self.nmin - 1, -1):
+            g = tuple(suffix[-n:])
+            hit = self.table.get(g)
+            if not hit:
+                continue
+            total, conf = sum(hit.values()), n / (n + 1)
+            for tok, cnt in sorted(hit.items(), key=lambda kv_: -kv_[1]):
+                if tok not in seen:
+                    seen.add(tok)
+                    out.append((tok, math.log(cnt / total * conf), n, self.last[g][tok]))
+                    if len(out) == k:
+                        return out
+            if not backoff:
+                break
+        return out
+
+    def edge(self, suffix: list[int], token: int) -> tuple[int, float] | None:
+        """(n, log p) of `token` after the longest n-gram ending `suffix` that `token` followed."""
+        for n in range(min(self.nmax, len(suffix)), self.nmin - 1, -1):
+            hit = self.table.get(tuple(suffix[-n:]))
+            if hit and token in hit:
+                return n, math.log(hit[token] / sum(hit.values()) * n / (n + 1))
+        return None
+
+    def chain(self, suffix: list[int], pos: int, length: int) -> tuple[tuple[int, float, int], ...]:
+        """The up to `length - 1` tokens that followed the occurrence at `pos`, each scored by `edge`
+        given the path before it (the chain stops at a token the index cannot score)."""
+        out, ctx = [], list(suffix) + [self.tokens[pos]]
+        for tok in self.tokens[pos + 1 : pos + length]:
+            e = self.edge(ctx[-self.nmax :], tok)
+            if e is None:
+                break
+            out.append((tok, e[1], e[0]))
+            ctx.append(tok)
+        return tuple(out)
 
     def match_size(self) -> int:
         """n of the longest n-gram ending the committed text that occurred before (0: none)."""
@@ -71,22 +121,27 @@ class NgramDrafter:
     def __init__(self, nmax: int = 5, nmin: int = 1) -> None:
         self.index = NgramIndex(nmax, nmin)
 
-    def propose(self, tree: DraftTree, frontier: list[int], width: int) -> list[Proposal]:
-        """Up to `width` proposals, the best by path score over all frontier nodes."""
-        tail = self.index.tokens[-self.index.nmax :]
+    def propose(self, tree: DraftTree, frontier: list[int], width: int, children: int | None = None,
+                chain: int = 1) -> list[Proposal]:
+        """Proposals under the frontier, best path score first.
+
+        children None: the global top-`width` continuations of the longest matching n-gram of each
+        frontier path. Otherwise: for each frontier node up to `children` distinct first tokens
+        (backing off to shorter n-grams). chain > 1: each continuation carries up to chain - 1
+        further tokens (`NgramIndex.chain`).
+        """
+        idx = self.index
+        tail = idx.tokens[-idx.nmax :]
         out: list[tuple[float, Proposal]] = []
         for f in frontier:
             path = tree.path_tokens(f)[1:]  # the root is the last committed token, already in tail
-            n, hit = self.index.lookup((tail + path)[-self.index.nmax :])
-            if not hit:
-                continue
-            total = sum(hit.values())
-            conf = n / (n + 1)
-            for tok, cnt in sorted(hit.items(), key=lambda kv_: -kv_[1])[:width]:
-                lp = math.log(cnt / total * conf)
-                out.append((tree.score[f] + lp, (f, tok, lp, n)))
+            suffix = (tail + path)[-idx.nmax :]
+            conts = idx.continuations(suffix, width, backoff=False) if children is None else idx.continuations(suffix, children)
+            for tok, lp, n, pos in conts:
+                prop = (f, tok, lp, n, idx.chain(suffix, pos, chain)) if chain > 1 else (f, tok, lp, n)
+                out.append((tree.score[f] + lp, prop))
         out.sort(key=lambda x: -x[0])
-        return [p for _, p in out[:width]]
+        return [p for _, p in (out if children is not None else out[:width])]
 
 
 class ModelDrafter:
@@ -223,11 +278,19 @@ class ModelDrafter:
         lp = rows.gather(1, col.clamp_min(0)[:, None]).squeeze(1)
         return torch.where(col >= 0, lp, torch.full_like(lp, self.OUTSIDE))
 
-    def propose(self, tree: DraftTree, frontier: list[int], width: int) -> list[Proposal]:
-        """The global top-`width` children of the frontier by path score (all frontier rows at once)."""
+    def propose(self, tree: DraftTree, frontier: list[int], width: int, children: int | None = None) -> list[Proposal]:
+        """The global top-`width` children of the frontier by path score (all frontier rows at
+        once), or with `children` the top-`children` of each frontier node; best path score first."""
         if not frontier:
             return []
         rows = self.logq(frontier)
+        if children is not None:
+            top = torch.topk(rows, min(children, rows.shape[1]), dim=1)
+            toks = top.indices.tolist() if self.head is None else [[self.sub_ids[c] for c in r] for r in top.indices.tolist()]
+            out = [(tree.score[f] + lp, (f, tok, lp, 0)) for f, ts, lps in zip(frontier, toks, top.values.tolist())
+                   for tok, lp in zip(ts, lps) if lp > self.OUTSIDE]
+            out.sort(key=lambda x: -x[0])
+            return [p for _, p in out]
         base = torch.tensor([tree.score[f] for f in frontier], dtype=rows.dtype, device=rows.device)
         cand = (rows + base[:, None]).flatten()
         k = min(width, cand.numel())

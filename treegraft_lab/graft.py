@@ -1,10 +1,13 @@
 """WHERE to graft (candidate pool, frontier selection) and HOW to graft (non-destructive or not).
 
 WHERE. At a mid-drafter step the candidate pool is, with expanded graft-position selection (EG),
-every live node the mid drafter has not scored yet, C_k = V(T_k) minus P_k; without EG only the
-nodes the previous step created, N_k. The mid drafter scores the pool, and the frontier it
-expands is the pool's top-W by path score s(v): this may reselect a node at an earlier depth
-that the small drafter under-rated. A small-drafter step expands the top-W of N_k.
+either (release, `lookback` = L) every live node whose depth lies within L depths above the
+deepest frontier depth (nodes deeper than the frontier, such as the tails of n-gram chains,
+cannot be reselected), or (the paper's text, lookback None) every live node the mid drafter has
+not scored yet, C_k = V(T_k) minus P_k. Without EG it is only the nodes the previous step grew,
+N_k. The mid drafter scores what it has not scored of the pool, and the frontier it expands is
+the pool's top-W by path score s(v): this may reselect a node at an earlier depth that the small
+drafter under-rated. A small-drafter step expands the top-W of N_k.
 
 HOW. Non-destructive grafting (ND) appends the mid drafter's children as siblings of whatever
 the parent already has (a child with the same token is reused and its score refreshed); nothing
@@ -19,11 +22,20 @@ from treegraft_lab.tree import DraftTree
 
 
 # ---- WHERE ------------------------------------------------------------------------------------
-def candidate_pool(tree: DraftTree, last_new: list[int], expanded: bool) -> list[int]:
-    """The nodes a mid-drafter step may choose its frontier from."""
-    if expanded:
+def candidate_pool(tree: DraftTree, last_new: list[int], expanded: bool, lookback: int | None = None,
+                   previous: list[int] = ()) -> list[int]:
+    """The nodes a mid-drafter step may choose its frontier from (see the module docstring).
+
+    The depth window ends at the deepest node of N_k (`last_new`); when the previous step grew
+    nothing, at the deepest node it tried to expand (`previous`), else at the deepest live node.
+    """
+    if not expanded:
+        return [v for v in last_new if tree.alive[v]]
+    if lookback is None:
         return [v for v in range(len(tree)) if tree.alive[v] and not tree.mid_scored[v]]
-    return [v for v in last_new if tree.alive[v]]
+    ref = [v for v in last_new if tree.alive[v]] or [v for v in previous if tree.alive[v]] or tree.live_nodes()
+    deepest = max(tree.depth[v] for v in ref)
+    return [v for v in range(len(tree)) if tree.alive[v] and deepest - lookback <= tree.depth[v] <= deepest]
 
 
 def to_forward(tree: DraftTree, pool: list[int]) -> list[int]:
@@ -43,20 +55,47 @@ def top_by_score(tree: DraftTree, nodes: list[int], width: int) -> list[int]:
 
 
 # ---- HOW --------------------------------------------------------------------------------------
-def graft(tree: DraftTree, proposals: list[Proposal], creator: int, step: int, non_destructive: bool) -> list[int]:
-    """Add the proposals to the tree; return the nodes they landed on (the next N_k)."""
+def graft(tree: DraftTree, proposals: list[Proposal], creator: int, step: int, non_destructive: bool,
+          cap: int | None = None) -> list[int]:
+    """Add the proposals to the tree; return the nodes their first tokens landed on (the next N_k).
+
+    A proposal is (parent, token, log p, n) or, for an n-gram chain, (parent, token, log p, n,
+    tail) with tail a tuple of (token, log p, n) hung below the first token. Proposals are added in
+    order (the drafters give them best path score first); a new node that would take the live
+    nodes past `cap` is dropped, with the rest of its chain (an existing child with the same token
+    is still reused), so the cap keeps the best proposals.
+    """
     if not non_destructive:
         chosen: dict[int, set[int]] = {}
-        for parent, tok, _, _ in proposals:
-            chosen.setdefault(parent, set()).add(tok)
+        for p in proposals:
+            chosen.setdefault(p[0], set()).add(p[1])
         for parent, toks in chosen.items():
             for tok, child in list(tree.children[parent].items()):
                 if tok not in toks:
                     tree.kill_subtree(child)
+    live = sum(tree.alive)
+    cap = cap if cap is not None else float("inf")
     landed = []
-    for parent, tok, lp, n in proposals:
-        if not tree.alive[parent]:
+
+    def add(parent: int, tok: int, lp: float, n: int) -> int | None:
+        nonlocal live
+        old = tree.children[parent].get(tok)
+        if (old is None or not tree.alive[old]) and live >= cap:
+            return None
+        v, is_new = tree.add_child(parent, tok, lp, creator, step, n, refresh=False)
+        live += is_new
+        return v
+
+    for p in proposals:
+        if not tree.alive[p[0]]:
             continue
-        v, _ = tree.add_child(parent, tok, lp, creator, step, n)
+        v = add(*p[:4])
+        if v is None:
+            continue
         landed.append(v)
+        for tok, lp, n in p[4] if len(p) > 4 else ():
+            v = add(v, tok, lp, n)
+            if v is None:
+                break
+    tree.refresh_scores()
     return landed

@@ -4,7 +4,7 @@ Hook points (a hook receives one HookEvent):
   run.start      before the first round        data: prompt_ids
   round.start    a round begins                data: root, committed
   step.decide    the policy has decided        data: call_mid, ctx (StepContext), policy
-  step.expand    a draft step grew the tree    data: call_mid, pool, frontier, new, last_new, forwarded
+  step.expand    a draft step grew the tree    data: call_mid, pool, frontier, new, chain, last_new, forwarded
   round.prune    budget pruning is done        data: kept, chances (prune="value": P(v) per node, else None)
   round.verify   the target has verified       data: kept, logits, path, bonus
   round.accept   tokens are committed          data: kept, path, bonus, info (RoundInfo), committed
@@ -68,7 +68,9 @@ class Recorder:
 
     runs:   one row per generate call (prompt, output text, config, stats)
     rounds: one row per round (schedule, accepted, sizes, timings)
-    steps:  one row per draft step (decision, policy score, pool/frontier sizes, the 10 signals)
+    steps:  one row per draft step (decision, policy score, pool/frontier sizes, the 10 signals;
+            new_nodes: where the step's first tokens landed, the next N_k; chain_nodes: nodes its
+            n-gram chains added below them)
     nodes:  the tree after every draft step, one row per live-or-dead node per step
     tree:   the final tree of each round (kept by pruning, accepted, target's argmax)
     """
@@ -127,11 +129,12 @@ class Recorder:
             "frontier_size": len(fr),
             "forwarded": len(d["forwarded"]),
             "new_nodes": len(set(d["new"])),
+            "chain_nodes": len(d.get("chain", ())),
             "reselected_earlier": (sum(t.depth[v] < mean_prev for v in fr) / len(fr)) if fr and d["call_mid"] else math.nan,
             "tree_size": sum(t.alive),
         })
         if self.snapshots:
-            pool, front, new = set(d["pool"]), set(fr), set(d["new"])
+            pool, front, new = set(d["pool"]), set(fr), set(d["new"]) | set(d.get("chain", ()))
             for v in range(len(t)):
                 self.rows["nodes"].append({
                     **self._key(ev), "step": ev.step, **self._node(t, v),

@@ -61,18 +61,21 @@ class DraftTree:
             self.children[parent][token] = nid
         return nid
 
-    def add_child(self, parent: int, token: int, logp: float, creator: int, step: int, ngram_n: int = 0) -> tuple[int, bool]:
+    def add_child(self, parent: int, token: int, logp: float, creator: int, step: int, ngram_n: int = 0,
+                  refresh: bool = True) -> tuple[int, bool]:
         """Add `token` under `parent`, or reuse the live child with that token. Returns (id, is_new).
 
         A reused child keeps its subtree; a proposal from the mid drafter refreshes its edge score
         (the mid drafter's probability replaces the n-gram heuristic), never the other way round.
+        With refresh=False the path scores below it are left for one `refresh_scores()` later.
         """
         old = self.children[parent].get(token)
         if old is not None and self.alive[old]:
             self.drafted_by[old] |= creator
             if creator == MID and self.logp[old] != logp:
                 self.logp[old] = logp
-                self.refresh_scores()
+                if refresh:
+                    self.refresh_scores()
             return old, False
         return self._append(token, parent, logp, creator, step, ngram_n), True
 

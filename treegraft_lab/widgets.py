@@ -91,7 +91,9 @@ def info_html(run, round: int, step: int, run_id: int = 0) -> str:
         who = "mid drafter (LM)" if s["call_mid"] else "small drafter (n-gram)"
         text += (f"<br><b>step {step}</b>: {who} · candidate pool {s['pool_size']} node{'s' if s['pool_size'] != 1 else ''} (conventional N_k: "
                  f"{s['conventional_pool']}) · frontier {s['frontier_size']} · share of the frontier reselected at an "
-                 f"earlier depth: {_share(s['reselected_earlier'], step)} · tree {s['tree_size']} live nodes")
+                 f"earlier depth: {_share(s['reselected_earlier'], step)} · {s['new_nodes']} new"
+                 + (f" (+{s['chain_nodes']} in n-gram chains)" if s.get("chain_nodes", 0) else "")
+                 + f" · tree {s['tree_size']} live nodes")
     return f'<div style="font-size:13px">{text}</div>'
 
 
@@ -113,15 +115,18 @@ class StepThroughViewer(W.VBox):
         self.step.add_class("tg-step-slider")
         self.pruned = W.Checkbox(True, description="show pruned nodes (at verify)", indent=False,
                                  layout={"width": "auto"})
+        self.siblings = W.Dropdown(options=[("4 children per parent", 4), ("10 per parent", 10), ("all children", 0)],
+                                   value=4, layout={"width": "13em"})  # the others fold into "+m"
         self.text, self.info = W.HTML(), W.HTML()
         self._busy = True
         self._set_run(run_id, round)
         self.figure = go.FigureWidget(self._figure())
         self._busy = False
-        for w in (self.pick, self.round, self.step, self.pruned):
+        for w in (self.pick, self.round, self.step, self.pruned, self.siblings):
             w.observe(self._changed, "value")
         self._changed()
-        super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned]), self.info, self.figure, self.text])
+        super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned, self.siblings]), self.info, self.figure,
+                          self.text])
         self.add_class("tg-viewer")
 
     def _run_label(self, r: int) -> str:
@@ -147,7 +152,8 @@ class StepThroughViewer(W.VBox):
 
     def _figure(self) -> go.Figure:
         step = None if self.step.value == VERIFY else int(self.step.value)
-        return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value)
+        return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
+                           max_children=self.siblings.value or None)
 
     def _changed(self, change: dict | None = None) -> None:
         if self._busy:
@@ -244,7 +250,9 @@ class SchedulePlayground(W.VBox):
         """Name -> DecodeConfig of every setting a replay runs (adaptive only when available)."""
         from treegraft_lab.config import DecodeConfig
 
-        base = {k: self.cfg[k] for k in ("depth", "width", "ngram_max", "ngram_min", "temperature") if k in self.cfg}
+        keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "expansion", "children", "ngram_chain",
+                "max_nodes", "lookback")  # the recorded run's growth rule too
+        base = {k: self.cfg[k] for k in keys if k in self.cfg}
         base["budget"], base["prune"] = int(self.budget.value), self.prune.value
         out = {f"yours ({self.mask}{'' if self.eg.value else ', w/o EG'}{'' if self.nd.value else ', w/o ND'})":
                DecodeConfig(**base, schedule=self.mask, expanded_graft=self.eg.value, non_destructive=self.nd.value),

@@ -103,8 +103,11 @@ def cached_run(name: str, record: Callable[[], Any]) -> Any:
 
     path = runs_dir() / (name + ("-smoke" if smoke() else ""))
     if (path / "meta.json").exists() and os.environ.get("RERECORD", "") in ("", "0"):
-        print(f"loaded the recorded run {path} (set RERECORD=1 to record it again)")
-        return load_run(path)
+        run = load_run(path)
+        if len(run.runs) and all('"expansion"' in c for c in run.runs["config"]):  # older runs predate the growth options
+            print(f"loaded the recorded run {path} (set RERECORD=1 to record it again)")
+            return run
+        print(f"{path} was recorded before the tree growth options: recording it again")
     run = record()
     run.save(path)
     print(f"recorded and saved to {path}")
@@ -240,20 +243,26 @@ _WORDS = (" the a hash map key value table bucket list store fast look up index 
 
 
 def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int = 63,
-                  schedule: str = "10101", non_destructive: bool = True, seed: int = 0) -> Any:
+                  schedule: str = "10101", non_destructive: bool = True, seed: int = 0,
+                  growth: str = "compact") -> Any:
     """A Run with the recorder's tables, grown by random drafters on the real DraftTree (no model).
 
-    For tests and for trying the views: small steps add 1-2 children to up to `width` frontier
-    nodes, mid steps rescore the whole tree (EG) and add up to 3 children to the global top-W.
+    For tests and for trying the views. growth "compact": small steps add 1-2 children to up to
+    `width` frontier nodes, mid steps rescore the whole tree (EG) and add up to 3 children to the
+    global top-W. growth "release" (the decoder's default rule): mid steps rescore the depth window
+    and give each of the top-W 10 children; small steps give each frontier node 1-4 children, each
+    with an n-gram chain of up to max(1, 5 - (step - 1)) tokens; the tree is cut at 511 nodes.
     """
     import json
     import math
     import random
 
+    from treegraft_lab.graft import candidate_pool
     from treegraft_lab.hooks import Recorder, Run
     from treegraft_lab.schedule.signals import compute_signals
     from treegraft_lab.tree import MID, SMALL, DraftTree
 
+    release = growth == "release"
     rng = random.Random(seed)
     words = [w or " " for w in _WORDS]
     tables: dict[str, list] = {"rounds": [], "steps": [], "nodes": [], "tree": []}
@@ -263,8 +272,8 @@ def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int 
         t, last_new, expanded = DraftTree.start(root), [0], []
         for k in range(1, depth + 1):
             call = schedule[k - 1] == "1"
-            sig = compute_signals(t, last_new, expanded, width, 5)
-            pool = [v for v in range(len(t)) if t.alive[v] and not t.mid_scored[v]] if call else list(last_new)
+            sig = compute_signals(t, last_new, expanded, width, 5, lookback=5 if release else None)
+            pool = candidate_pool(t, last_new, True, 5 if release else None, expanded) if call else list(last_new)
             if call:
                 for v in pool:
                     if v and rng.random() < 0.5:
@@ -273,11 +282,12 @@ def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int 
                 t.refresh_scores()
             front = sorted((v for v in pool if t.alive[v]), key=lambda v: (-t.score[v], t.depth[v], v))[:width]
             mean_prev = sum(t.depth[v] for v in last_new) / max(len(last_new), 1)
-            new = []
+            new, chain, n0 = [], [], len(t)
             for v in front:
-                if not t.alive[v]:
+                if not t.alive[v] or len(t) >= 511:
                     continue
-                kids = rng.sample(range(len(words)), rng.randint(2 if call else 1, 4 if call else 3))
+                lo, hi = ((10, 10) if call else (1, 4)) if release else ((2, 4) if call else (1, 3))
+                kids = rng.sample(range(len(words)), rng.randint(lo, hi))
                 if call and not non_destructive:
                     for tok, c in list(t.children[v].items()):
                         if tok not in kids:
@@ -286,15 +296,19 @@ def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int 
                     lp = math.log(rng.uniform(0.05, 0.95))
                     nid, _ = t.add_child(v, tok, lp, MID if call else SMALL, k, 0 if call else rng.randint(1, 5))
                     new.append(nid)
+                    u = nid
+                    for _ in range(max(1, 5 - (k - 1)) - 1 if release and not call else 0):
+                        u, _ = t.add_child(u, rng.randrange(len(words)), math.log(rng.uniform(0.3, 0.95)), SMALL, k, 2)
+            chain = [v for v in range(n0, len(t)) if v not in set(new)]
             tables["steps"].append({
                 "run": 0, "round": rd, "step": k, "call_mid": call, "policy_score": math.nan, **sig,
                 "pool_size": len(pool), "conventional_pool": len(last_new), "frontier_size": len(front),
-                "new_nodes": len(set(new)), "tree_size": sum(t.alive),
+                "new_nodes": len(set(new)), "chain_nodes": len(chain), "tree_size": sum(t.alive),
                 "reselected_earlier": sum(t.depth[v] < mean_prev for v in front) / len(front) if call and front else math.nan,
             })
             for v in range(len(t)):
                 tables["nodes"].append({"run": 0, "round": rd, "step": k, **Recorder._node(t, v),
-                                        "in_pool": v in pool, "in_frontier": v in front, "new": v in new})
+                                        "in_pool": v in pool, "in_frontier": v in front, "new": v in new or v in chain})
             expanded, last_new = front, new
         kept = t.prune(budget)
         path, v = [0], 0
@@ -327,7 +341,9 @@ def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int 
         "run": 0, "pair": "synthetic", "prompt_ids": prompt, "output_ids": out,
         "prompt_text": "".join(words[i] for i in prompt), "output_text": "".join(words[i] for i in out),
         "config": json.dumps({"depth": depth, "width": width, "budget": budget, "schedule": schedule,
-                              "expanded_graft": True, "non_destructive": non_destructive}),
+                              "expanded_graft": True, "non_destructive": non_destructive,
+                              "expansion": "per_parent" if release else "global", "ngram_chain": release,
+                              "lookback": 5 if release else None}),
         "category": "synthetic", "question_id": "0",
     }])
     return Run(**frames, meta={"synthetic": True})

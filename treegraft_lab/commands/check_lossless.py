@@ -11,7 +11,12 @@ import argparse
 import json
 import sys
 
-from treegraft_lab.commands.common import add_pair_arguments, load_pair_from_args
+from treegraft_lab.commands.common import (
+    add_growth_arguments,
+    add_pair_arguments,
+    growth_from_args,
+    load_pair_from_args,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,10 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", default="eval", help="eval, train or all")
     parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
     parser.add_argument("--limit", type=int, default=None, help="at most this many prompts")
+    parser.add_argument("--per-category", type=int, default=None, help="the first N prompts of each category")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--schedules", default="small,mid,10101", help="comma-separated schedules")
     parser.add_argument("--budget", type=int, default=63)
     parser.add_argument("--json", action="store_true", help="print one JSON object with matches and total")
+    add_growth_arguments(parser)
     add_pair_arguments(parser)
 
 
@@ -49,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab.prompts import load_prompts
 
     cats = args.categories.split(",") if args.categories else None
-    prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit)
+    prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit, per_category=args.per_category)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
-    configs = {s: DecodeConfig(schedule=s, budget=args.budget) for s in schedules}  # validates early
+    configs = {s: DecodeConfig(schedule=s, budget=args.budget, **growth_from_args(args)) for s in schedules}  # validates early
     pair = load_pair_from_args(args, require_mid=any(c.schedule_name != "small" for c in configs.values()))
     matches, total, failures = 0, 0, []
     for q in tqdm(prompts, desc="check-lossless", disable=args.json):
@@ -71,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"matches": matches, "total": total, "mismatches": failures}))
     else:
         print(f"{matches} / {total} outputs identical to plain greedy decoding "
-              f"({len(prompts)} prompts x {len(schedules)} schedules, {args.max_new_tokens} new tokens, {pair.dtype})")
+              f"({len(prompts)} prompts x {len(schedules)} schedules, {args.max_new_tokens} new tokens, {pair.dtype}, "
+              f"{args.growth} growth)")
         for f in failures:
             print(f"  MISMATCH {f['question_id']} schedule {f['schedule']}: first divergence at position "
                   f"{f['position']}: ours {f['ours']} vs reference {f['reference']}, "

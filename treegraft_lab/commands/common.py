@@ -19,6 +19,20 @@ def add_prune_argument(parser: argparse.ArgumentParser) -> None:
                              "nodes worth their verification time on this device")
 
 
+def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--growth", default="release", choices=("release", "compact"),
+                        help="release (default): per-parent top-k children, n-gram chains, reselection depth window; "
+                             "compact: the global top-W children per step, no chains, every unscored node reselectable")
+    parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k, release growth)")
+
+
+def growth_from_args(args: argparse.Namespace) -> dict:
+    """DecodeConfig options of --growth / --children."""
+    if args.growth == "compact":
+        return {"expansion": "global", "ngram_chain": False, "lookback": None}
+    return {"children": args.children}
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule", default="10101", help="small, mid, adaptive, oracle or a 0/1 mask such as 10101")
     parser.add_argument("--depth", type=int, default=5, help="draft steps per round (D)")
@@ -30,6 +44,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=int, default=0)
     parser.add_argument("--no-eg", action="store_true", help="turn off expanded graft-position selection")
     parser.add_argument("--no-nd", action="store_true", help="turn off non-destructive grafting (overwrite)")
+    add_growth_arguments(parser)
     parser.add_argument("--seed", type=int, default=None)
 
 
@@ -46,7 +61,7 @@ def config_from_args(args: argparse.Namespace, **overrides):
     budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
     kw = dict(schedule=args.schedule, depth=args.depth, width=args.width, budget=budget, prune=args.prune,
               temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-              expanded_graft=not args.no_eg, non_destructive=not args.no_nd, seed=args.seed)
+              expanded_graft=not args.no_eg, non_destructive=not args.no_nd, seed=args.seed, **growth_from_args(args))
     kw.update(overrides)
     return DecodeConfig(**kw)
 

@@ -164,14 +164,15 @@ def _mid_restore(m, s: tuple) -> None:
     kv.truncate(m.cache, s[4])
 
 
-def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int]) -> tuple[list[int], list[int], int]:
+def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int],
+                expanded: list[int] = ()) -> tuple[list[int], list[int], int]:
     """Draft step k through `TreeGraftDecoder.draft_step`. Returns (frontier, new, size).
 
     size: tokens the mid drafter forwarded, pending context included (mid step), or frontier
     nodes (small step): the cost profile's x-axis.
     """
     before = kv.cache_len(dec.mid.cache)
-    _, frontier, new, _, _ = dec.draft_step(tree, k, call, last_new)
+    _, frontier, new, _, _, _ = dec.draft_step(tree, k, call, last_new, expanded)
     return frontier, new, (kv.cache_len(dec.mid.cache) - before) if call else len(frontier)
 
 
@@ -229,12 +230,13 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
             leaf(tree, bits, acc)
             return
         ctx = StepContext(k, D, list(bits), tree, last_new, expanded, dec.prompt_len,
-                          dec.costs["t_tgt_ms"], dec.costs["t_mid_ms"], cfg.width, cfg.ngram_max, dec.small.index)
+                          dec.costs["t_tgt_ms"], dec.costs["t_mid_ms"], cfg.width, cfg.ngram_max, dec.small.index,
+                          cfg.lookback)
         states.append({"k": k, "prefix": "".join(map(str, bits)), **ctx.signals()})
         mid0 = _mid_state(dec.mid)
         for a in (0, 1):
             child = copy_tree(tree) if a == 0 else tree  # the parent no longer needs its tree after the last child
-            (frontier, new, size), t = dec._timed(expand_step, dec, child, k, bool(a), last_new)
+            (frontier, new, size), t = dec._timed(expand_step, dec, child, k, bool(a), last_new, expanded)
             kind = "mid" if a else "small"
             calls.append({"kind": kind, "n": size, "ms": 1000 * t})
             nxt = {**acc, f"n_{kind}": acc[f"n_{kind}"] + 1, f"{kind}_{'tokens' if a else 'nodes'}":

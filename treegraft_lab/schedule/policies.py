@@ -33,6 +33,7 @@ class StepContext:
     width: int
     ngram_max: int
     index: NgramIndex | None = None  # the committed text's n-gram index (the context signals)
+    lookback: int | None = None  # the reselection depth window (DecodeConfig.lookback)
     _signals: dict | None = field(default=None, repr=False)
 
     @property
@@ -43,7 +44,7 @@ class StepContext:
         """The 10 candidate signals, computed once per step on demand."""
         if self._signals is None:
             self._signals = compute_signals(self.tree, self.frontier, self.expanded_last, self.width, self.ngram_max,
-                                            self.index)
+                                            self.index, self.lookback)
         return self._signals
 
 

@@ -2,8 +2,9 @@
 
 Computed from the tree state before the decision at step k. Terms: the *frontier* F is N_k, the
 nodes the previous step created (at k = 1 the root); the *would-be reselection* R is the top-W of
-the EG candidate pool (live nodes the mid drafter has not scored) by the current path scores,
-i.e. what a mid call would expand if the scores did not change.
+the EG candidate pool (`graft.candidate_pool`: the depth window of `lookback` depths above the
+deepest node of F, or with lookback None the live nodes the mid drafter has not scored) by the
+current path scores, i.e. what a mid call would expand if the scores did not change.
 
 The six the authors' release uses:
   mean_frontier_depth   mean depth of F                                        [0, D]
@@ -33,6 +34,7 @@ from __future__ import annotations
 import math
 
 from treegraft_lab.drafters import NgramIndex
+from treegraft_lab.graft import candidate_pool
 from treegraft_lab.tree import SMALL, DraftTree
 
 SIGNALS = (
@@ -52,12 +54,12 @@ RELEASE_SIGNALS = SIGNALS[:6]
 
 def compute_signals(
     tree: DraftTree, frontier: list[int], expanded_last: list[int], width: int, ngram_max: int,
-    index: NgramIndex | None = None,
+    index: NgramIndex | None = None, lookback: int | None = None,
 ) -> dict[str, float]:
     """All 10 signals for one decision (see the module docstring); the two context signals are 0
     without the committed text's n-gram `index`."""
     fr = [v for v in frontier if tree.alive[v]]
-    pool = [v for v in range(len(tree)) if tree.alive[v] and not tree.mid_scored[v]]
+    pool = candidate_pool(tree, frontier, True, lookback, expanded_last)
     resel = sorted(pool, key=lambda v: (-tree.score[v], tree.depth[v], v))[:width]
     fdepths = [tree.depth[v] for v in fr]
     mfd = sum(fdepths) / len(fdepths) if fdepths else 0.0

@@ -11,7 +11,10 @@ Visual encoding (every one of them is in the legend):
 - faded: pruned by the verification budget (final tree only);
 - cross: dead, i.e. overwritten by a destructive (w/o ND) graft;
 - gold edges and rings: the accepted path (final tree only);
-- black ring: created at this step; diamond: the frontier this step expanded.
+- black ring: created at this step; diamond: the frontier this step expanded;
+- grey square "+m": m more children of that parent, folded (only each parent's `max_children`
+  best children are drawn: accepted first, then kept by pruning, then by path score), so a step
+  that adds 100 nodes stays legible; its hover text says what it holds (kept, frontier, new).
 Labels are short token texts in a monospace font, shown only where they fit between their
 neighbours (they are shortened with an ellipsis, or left to the hover text), so they never
 overlap. The hover text has the exact token, depth, p, s, the step that created the node and
@@ -38,6 +41,9 @@ LEAF_PX, ROW_PX = 34, 78  # preferred px per leaf column and per depth row
 MARGIN = {"l": 10, "r": 175, "t": 48, "b": 10, "autoexpand": False}  # r: the legend
 MAX_WIDTH = 840  # px: fits JupyterLab's output area on a 1280 px screen (848 px); pass width= for a larger one
 SIZE_MIN, SIZE_MAX = 7, 20
+MAX_CHILDREN = 4  # children drawn per parent; the others fold into one "+m" node
+FOLD = 1 << 40  # node id of the fold node under parent p: FOLD + p
+FOLD_COLOR = "#8d99a6"
 
 
 # ---------------------------------------------------------------------------- layout
@@ -70,6 +76,53 @@ def tidy_layout(rows: pd.DataFrame) -> dict[int, tuple[float, float]]:
                 x, next_leaf = float(next_leaf), next_leaf + 1
             pos[v] = (x, -float(depth[v]))
     return pos
+
+
+def shown_nodes(rows: pd.DataFrame, max_children: int) -> set[int]:
+    """The nodes drawn: from the root down, each parent's `max_children` best children (accepted
+    first, then kept by pruning, then by path score)."""
+    acc = rows["accepted"] if "accepted" in rows else pd.Series(False, index=rows.index)
+    kept = rows["kept"] if "kept" in rows else pd.Series(True, index=rows.index)
+    kids: dict[int, list] = {}
+    for v, p, a, k, s in zip(rows["node"], rows["parent"], acc, kept, rows["score"]):
+        kids.setdefault(int(p), []).append((not a, not k, -s, int(v)))
+    nodes = set(rows["node"].astype(int))
+    stack = [int(v) for v, p in zip(rows["node"], rows["parent"]) if p not in nodes]
+    shown: set[int] = set()
+    while stack:
+        v = stack.pop()
+        shown.add(v)
+        stack += [c for *_, c in sorted(kids.get(v, []))[:max_children]]
+    return shown
+
+
+def fold(rows: pd.DataFrame, shown: set[int]) -> pd.DataFrame:
+    """`rows` cut to `shown`, plus one "+m" row under each shown parent whose other children (and
+    their subtrees) are hidden; `folded` / `folded_all` count its hidden children / nodes."""
+    nodes = rows.sort_values("node")
+    under: dict[int, int] = {}  # hidden node -> its nearest shown ancestor
+    groups: dict[int, list] = {}
+    for i, v, p in zip(nodes.index, nodes["node"], nodes["parent"]):
+        if v in shown:
+            continue
+        under[v] = p if p in shown else under.get(p, p)
+        groups.setdefault(under[v], []).append(i)
+    extra = []
+    for p, idx in groups.items():
+        sub = rows.loc[idx]
+        first = sub[sub["parent"] == p]
+        top = first.loc[first["score"].idxmax()] if len(first) else sub.iloc[0]
+        row = {**top.to_dict(), "node": FOLD + p, "parent": p, "token": -1, "text": f"+{len(first)}", "logp": 0.0,
+               "creator": "fold", "drafted_by": "fold", "ngram_n": 0, "alive": True, "folded": len(first),
+               "folded_all": len(sub)}
+        for col in ("kept", "new", "in_frontier", "in_pool"):
+            if col in sub:
+                row[col] = bool(sub[col].astype(bool).any())
+        if "accepted" in sub:
+            row["accepted"] = False
+        extra.append(row)
+    out = rows[rows["node"].isin(shown)]
+    return pd.concat([out, pd.DataFrame(extra)], ignore_index=True) if extra else out.reset_index(drop=True)
 
 
 def label_width(text: str) -> float:
@@ -117,6 +170,16 @@ def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, xr: list, pad: fl
 
 
 def _hover(r: pd.Series, final: bool) -> str:
+    if r["creator"] == "fold":
+        lines = [f"<b>{r['folded']} more children folded</b> ({r['folded_all']} nodes with their subtrees)",
+                 f"best of them: s = {math.exp(r['score']):.3g} (log {r['score']:.2f}) · depth {r['depth']}"]
+        if r.get("in_frontier", False):
+            lines.append("some are in the frontier this step expanded")
+        if r.get("new", False):
+            lines.append("some were created at this step")
+        if final:
+            lines.append("some are kept for verification" if r["kept"] else "all pruned by the budget")
+        return "<br>".join(lines)
     p = math.exp(r["logp"]) if r["parent"] >= 0 else 1.0
     s = r["score"]
     lines = [
@@ -189,6 +252,15 @@ def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bo
                          "width": [3 if a or n else 1 for a, n in zip(accepted, new)]},
             },
         ))
+    sub = rows[rows["drafted_by"] == "fold"]
+    traces.append(go.Scatter(
+        x=[pos[v][0] for v in sub["node"]], y=[pos[v][1] for v in sub["node"]], mode="markers+text",
+        name="folded children", showlegend=False, text=[labels.get(v, "") for v in sub["node"]],
+        textposition="bottom center", textfont={"family": FONT, "size": FONT_SIZE, "color": "#555"},
+        hovertext=[_hover(r, final) for _, r in sub.iterrows()], hoverinfo="text",
+        marker={"color": FOLD_COLOR, "symbol": "square", "size": SIZE_MIN + 2,
+                "opacity": [0.22 if f else 1.0 for f in sub["faded"]]},
+    ))
     traces += _legend_keys(final)
     return traces
 
@@ -200,7 +272,8 @@ def _legend_keys(final: bool) -> list[go.Scatter]:
             ("dead (overwritten)", {"color": "#999", "symbol": "x", "size": 11}, True),
             ("new at this step", {"color": "white", "size": 11, "line": {"color": "#111", "width": 3}}, not final),
             ("frontier expanded", {"color": "#999", "symbol": "diamond", "size": 11}, not final),
-            ("bigger: higher s(v)", {"color": "#bbb", "size": 15}, True)]
+            ("bigger: higher s(v)", {"color": "#bbb", "size": 15}, True),
+            ("+m: more children, folded", {"color": FOLD_COLOR, "symbol": "square", "size": 11}, True)]
     return [go.Scatter(x=[None], y=[None], mode="markers", name=n, marker=m, showlegend=show, hoverinfo="skip")
             for n, m, show in keys]
 
@@ -244,17 +317,21 @@ def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> st
 
 
 def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stable: bool = True,
-                show_pruned: bool = True, width: int | None = None) -> go.Figure:
+                show_pruned: bool = True, width: int | None = None, max_children: int | None = MAX_CHILDREN) -> go.Figure:
     """The draft tree of `round` after draft `step` (None: the final pruned and verified tree).
 
     stable: lay out every node the round ever created, so nodes keep their place from step to
     step. show_pruned: draw nodes cut by the budget (faded) in the final tree. width: figure
     width in px (default: by leaf count, at most MAX_WIDTH); labels are fitted to it.
+    max_children: children drawn per parent, the rest folded into one "+m" node (None: all).
     """
     final_rows = _round_rows(run, round, None, run_id)
     rows = final_rows if step is None else _round_rows(run, round, step, run_id)
     if step is None and not show_pruned:
         rows = rows[rows["kept"].astype(bool)]
+    if max_children:
+        shown = shown_nodes(final_rows, max_children)
+        final_rows, rows = fold(final_rows, shown), fold(rows, shown)
     pos = tidy_layout(final_rows if stable and (show_pruned or step is not None) else rows)
     width, height, px_per_x, xr, yr = _canvas(pos, width, depth=int(rows["depth"].max()))  # no empty rows below
     labels = fit_labels(rows, pos, px_per_x, xr)
@@ -275,15 +352,20 @@ def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: s
     )
 
 
-def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, width: int | None = None) -> go.Figure:
-    """One frame per draft step of `round`, then the pruned and verified tree; play and slider."""
+def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, width: int | None = None,
+                     max_children: int | None = MAX_CHILDREN) -> go.Figure:
+    """One frame per draft step of `round`, then the pruned and verified tree; play and slider.
+    max_children: children drawn per parent, the rest folded into one "+m" node (None: all)."""
     final_rows = _round_rows(run, round, None, run_id)
+    shown = shown_nodes(final_rows, max_children) if max_children else None
+    final_rows = fold(final_rows, shown) if shown else final_rows
     pos = tidy_layout(final_rows)
     width, height, px_per_x, xr, yr = _canvas(pos, width)
     steps = sorted(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].unique())
     frames = []
     for k in [*steps, None]:
         rows = final_rows if k is None else _round_rows(run, round, int(k), run_id)
+        rows = fold(rows, shown) if shown and k is not None else rows
         name = "verify" if k is None else f"step {k}"
         title = _title(run, round, None if k is None else int(k), run_id, int(max(steps)))
         frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=k is None),
