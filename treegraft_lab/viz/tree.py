@@ -273,7 +273,7 @@ def _legend_keys(final: bool) -> list[go.Scatter]:
             ("new at this step", {"color": "white", "size": 11, "line": {"color": "#111", "width": 3}}, not final),
             ("frontier expanded", {"color": "#999", "symbol": "diamond", "size": 11}, not final),
             ("bigger: higher s(v)", {"color": "#bbb", "size": 15}, True),
-            ("+m: more children, folded", {"color": FOLD_COLOR, "symbol": "square", "size": 11}, True)]
+            ("+m: folded children", {"color": FOLD_COLOR, "symbol": "square", "size": 11}, True)]
     return [go.Scatter(x=[None], y=[None], mode="markers", name=n, marker=m, showlegend=show, hoverinfo="skip")
             for n, m, show in keys]
 
