@@ -15,22 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import torch
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def stream_gbps(reps: int) -> float:
@@ -91,7 +80,7 @@ def main() -> None:
 
     from treegraft_lab import cpu_path
     from treegraft_lab.budget import forward_cost_ms
-    from treegraft_lab.models import load_pair
+    from treegraft_lab.models import cpu_name, load_pair
 
     if args.threads:
         torch.set_num_threads(args.threads)

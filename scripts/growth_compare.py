@@ -16,7 +16,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts, record
 from treegraft_lab.baselines import autoregressive
+from treegraft_lab.models import cpu_name
 
 PAPER = {"rule": "paper (release, fixed 10101)", "pool": 112.54, "pool_ratio": 2.38, "reselected_earlier": 0.6147,
          "A": 2.17}
@@ -33,16 +33,6 @@ RULES = {
     "release (default)": {},
     "compact (global top-W)": {"expansion": "global", "ngram_chain": False, "lookback": None},
 }
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def summarise(rule: str, steps: pd.DataFrame, rounds: pd.DataFrame, seconds: float, same: int, n: int) -> dict:
@@ -97,7 +87,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {
-        "date": datetime.date.today().isoformat(), "cpu": cpu_model(), "torch": torch.__version__,
+        "date": datetime.date.today().isoformat(), "cpu": cpu_name(), "torch": torch.__version__,
         "threads": torch.get_num_threads(), "dtype": str(pair.dtype), "pair": pair.name,
         "prompts": f"treegraft-suite eval, {args.per_category} per category ({len(prompts)})",
         "max_new_tokens": args.max_new, "budget": args.budget, "schedule": args.schedule,

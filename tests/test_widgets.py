@@ -78,18 +78,19 @@ def test_round_pieces_rebuild_the_output_text_without_a_tokenizer(tiny):
     assert 'class="tg-accepted"' in output_html(run, 1)
 
 
-def test_viewer_redraws_the_figure_in_place_when_the_step_moves():
+def test_viewer_redraws_the_figure_when_the_step_or_round_moves():
     run = synthetic_run(rounds=3)
     v = StepThroughViewer(run)
-    fw = v.figure
-    n_points = sum(len(t.x) for t in fw.data if t.x)
+    first = v.figure
+    n_points = sum(len(t.x) for t in first.data if t.x)
     v.step.value = 3
-    assert v.figure is fw and sum(len(t.x) for t in fw.data if t.x) > n_points
-    assert "after draft step 3" in fw.layout.title.text
+    assert v.figure is not first and v.figure in v.children and first not in v.children
+    assert sum(len(t.x) for t in v.figure.data if t.x) > n_points
+    assert "after draft step 3" in v.figure.layout.title.text
     v.step.value = VERIFY
-    assert "verified" in fw.layout.title.text
+    assert "verified" in v.figure.layout.title.text
     v.round.value = 2
-    assert v.step.value == 1 and "round 2" in fw.layout.title.text
+    assert v.step.value == 1 and "round 2" in v.figure.layout.title.text
     assert "round 2" in v.info.value and "tg-accepted" in v.text.value
     assert "tg-step-slider" in v.step._dom_classes
 

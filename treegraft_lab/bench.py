@@ -267,12 +267,9 @@ def hardware(pair=None) -> dict:
     """CPU model, cores, threads, library versions, device and dtype, git commit."""
     import transformers
 
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
+    from treegraft_lab.models import cpu_name
+
+    cpu = cpu_name()
     info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__, "platform": platform.platform()}
     if pair is not None:

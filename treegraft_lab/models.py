@@ -88,6 +88,19 @@ class ModelPair:
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # CPU flags of native bf16 matrix instructions
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo; else what `platform` knows)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
 def cpu_flags() -> set[str]:
     """The CPU's feature flags (Linux /proc/cpuinfo; empty elsewhere)."""
     try:

@@ -22,19 +22,17 @@ from treegraft_lab.workbench import styled
 VERIFY = 0  # the step slider's value for "after verification" (the final, pruned tree)
 
 
-def update_figure(fw: go.FigureWidget, fig: go.Figure) -> None:
-    """Redraw `fw` in place with the traces and layout of `fig` (same trace structure)."""
-    with fw.batch_update():
-        if len(fw.data) != len(fig.data):  # first drawing (or a new structure): everything
-            fw.data = []
-            fw.add_traces(list(fig.data))
-            fw.update_layout(fig.layout.to_plotly_json())
-            return
-        for old, new in zip(fw.data, fig.data):
-            old.update({k: v for k, v in new.to_plotly_json().items() if k != "type"})
-        lay = fig.layout
-        fw.layout.update(title=lay.title, width=lay.width, height=lay.height,
-                         xaxis={"range": lay.xaxis.range}, yaxis={"range": lay.yaxis.range})
+def swap_figure(box: W.Box, old: go.FigureWidget, fig: go.Figure) -> go.FigureWidget:
+    """Show `fig` in `box` in place of `old` as a new FigureWidget (and close `old`).
+
+    A fresh widget is drawn from scratch by the browser: in-place edits of one FigureWidget
+    (restyle/relayout messages) were seen to leave the browser showing an earlier figure when
+    changes came quickly on a loaded machine.
+    """
+    new = go.FigureWidget(fig)
+    box.children = tuple(new if c is old else c for c in box.children)
+    old.close()
+    return new
 
 
 def round_pieces(run, run_id: int = 0) -> list[tuple[str, str]]:
@@ -166,7 +164,7 @@ class StepThroughViewer(W.VBox):
             elif owner is self.round:
                 self._set_steps()
             self.pruned.disabled = self.step.value != VERIFY  # pruning happens at verification only
-            update_figure(self.figure, self._figure())
+            self.figure = swap_figure(self, self.figure, self._figure())
             self.text.value = output_html(self.run, self.round.value, self.pick.value)
             self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value)
         finally:
@@ -301,4 +299,4 @@ class SchedulePlayground(W.VBox):
         if self.show.value in self.results:
             fig = tree_figure(self.results[self.show.value][1], 0)
             fig.layout.title.text = f"{self.show.value}: " + fig.layout.title.text.replace("round 0", f"replay of round {self.round_idx}", 1)
-            update_figure(self.figure, fig)
+            self.figure = swap_figure(self, self.figure, fig)
