@@ -349,42 +349,32 @@ def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int 
     return Run(**frames, meta={"synthetic": True})
 
 
-# ---------------------------------------------------------------------------- signal importance (numpy)
+# ---------------------------------------------------------------------------- signal importance (scikit-learn)
 
 
-def group_folds(groups, n_folds: int = 5) -> Any:
-    """Fold index per row so that every group (prompt) sits in exactly one fold."""
+def group_folds(groups, n_folds: int = 5, seed: int = 0) -> Any:
+    """Fold index per row so that every group (prompt) sits in exactly one fold.
+
+    `treegraft_lab.grouped_cv.group_folds` (scikit-learn's seeded `GroupKFold`) with the number of
+    folds cut to the number of groups; a single group gets the single fold 0.
+    """
     import numpy as np
 
-    uniq = list(dict.fromkeys(groups))
-    n = max(2, min(n_folds, len(uniq)))
-    fold_of = {g: i % n for i, g in enumerate(uniq)}
-    return np.array([fold_of[g] for g in groups])
+    from treegraft_lab import grouped_cv
+
+    n = min(n_folds, grouped_cv.n_groups(groups))
+    return grouped_cv.group_folds(groups, n, seed) if n >= 2 else np.zeros(len(groups), dtype=int)
 
 
-def _ridge(X: Any, y: Any, alpha: float = 1.0) -> tuple[Any, Any, Any, float]:
-    import numpy as np
+def grouped_cv_r2(X: Any, y: Any, groups, n_folds: int = 5, seed: int = 0) -> float:
+    """Out-of-fold R^2 of a ridge regression, folds grouped by prompt (no prompt in train and test).
 
-    mu, sd = X.mean(0), X.std(0) + 1e-9
-    Z = (X - mu) / sd
-    w = np.linalg.solve(Z.T @ Z + alpha * np.eye(Z.shape[1]), Z.T @ (y - y.mean()))
-    return w, mu, sd, float(y.mean())
+    NaN with fewer than two groups (nothing to hold out).
+    """
+    from treegraft_lab import grouped_cv
 
-
-def _predict(model: tuple, X: Any) -> Any:
-    w, mu, sd, b = model
-    return ((X - mu) / sd) @ w + b
-
-
-def grouped_cv_r2(X: Any, y: Any, groups, n_folds: int = 5) -> float:
-    """Out-of-fold R^2 of a ridge regression, folds grouped by prompt (no prompt in train and test)."""
-    import numpy as np
-
-    folds, pred = group_folds(groups, n_folds), np.zeros(len(y))
-    for f in np.unique(folds):
-        tr, te = folds != f, folds == f
-        pred[te] = _predict(_ridge(X[tr], y[tr]), X[te])
-    return float(1 - ((y - pred) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-12))
+    n = min(n_folds, grouped_cv.n_groups(groups))
+    return grouped_cv.grouped_cv_r2(X, y, groups, n, seed) if n >= 2 else float("nan")
 
 
 def signal_importance(table: pd.DataFrame, signals, target: str = "accepted", n_folds: int = 5,
@@ -392,37 +382,33 @@ def signal_importance(table: pd.DataFrame, signals, target: str = "accepted", n_
     """Per signal: grouped-CV R^2 alone (with the step k), and held-out permutation importance.
 
     `table` has one row per draft step (e.g. `viz.stats.signal_table(run)`), a `run` column to
-    group by, the signals and `target`. Permutation importance = drop of out-of-fold R^2 of the
-    all-signal ridge model when one signal is shuffled within the test fold.
+    group by, the signals and `target`. The model is scikit-learn's ridge on standardised inputs;
+    folds are `GroupKFold` by run (prompt). Permutation importance = drop of the out-of-fold R^2 of
+    the all-signal model when one signal is shuffled within the test folds
+    (`sklearn.inspection.permutation_importance`, `repeats` shuffles). With fewer than two runs
+    every R^2 is NaN.
     """
     import numpy as np
 
-    rng = np.random.default_rng(seed)
+    from treegraft_lab import grouped_cv
+
+    signals = list(signals)
     y = table[target].to_numpy(float)
-    groups = table["run"].tolist()
+    groups = table["run"].to_numpy()
     k = table[["step"]].to_numpy(float)
-    X = table[list(signals)].to_numpy(float)
-    folds = group_folds(groups, n_folds)
-    base_rows = []
-    for f in np.unique(folds):
-        tr, te = folds != f, folds == f
-        base_rows.append((te, _ridge(np.hstack([k[tr], X[tr]]), y[tr])))
-
-    def oof(perm: int | None) -> float:
-        pred = np.zeros(len(y))
-        for te, model in base_rows:
-            Xt = np.hstack([k[te], X[te]])
-            if perm is not None:
-                Xt[:, perm + 1] = rng.permutation(Xt[:, perm + 1])
-            pred[te] = _predict(model, Xt)
-        return float(1 - ((y - pred) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-12))
-
-    full, k_only = oof(None), grouped_cv_r2(k, y, groups, n_folds)
+    X = table[signals].to_numpy(float)
+    n = min(n_folds, grouped_cv.n_groups(groups))
+    if n >= 2:
+        full, drops = grouped_cv.permutation_r2_drop(np.hstack([k, X]), y, groups, n, repeats, seed)
+        drops = drops[1:]
+    else:
+        full, drops = float("nan"), np.full(len(signals), np.nan)
+    k_only = grouped_cv_r2(k, y, groups, n_folds, seed)
     rows = []
     for i, s in enumerate(signals):
-        alone = grouped_cv_r2(np.hstack([k, X[:, [i]]]), y, groups, n_folds)
-        perm = float(np.mean([full - oof(i) for _ in range(repeats)]))
-        rows.append({"signal": s, "cv_r2_with_k": alone, "gain_over_k": alone - k_only, "permutation_drop": perm})
+        alone = grouped_cv_r2(np.hstack([k, X[:, [i]]]), y, groups, n_folds, seed)
+        rows.append({"signal": s, "cv_r2_with_k": alone, "gain_over_k": alone - k_only,
+                     "permutation_drop": float(drops[i])})
     out = pd.DataFrame(rows).sort_values("gain_over_k", ascending=False, ignore_index=True)
-    out.attrs.update(r2_all=full, r2_k_only=k_only, folds=int(len(np.unique(folds))))
+    out.attrs.update(r2_all=full, r2_k_only=k_only, folds=max(1, n))
     return out

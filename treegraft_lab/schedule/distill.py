@@ -18,7 +18,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from treegraft_lab.schedule.value import Scaler, r2, student_inputs, value_inputs
+from treegraft_lab.grouped_cv import r2
+from treegraft_lab.schedule.value import Scaler, student_inputs, value_inputs
 
 HIDDEN = (64, 32)
 
@@ -213,14 +214,9 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
+    from treegraft_lab.grouped_cv import group_folds
     from treegraft_lab.schedule.signals import SIGNALS
-    from treegraft_lab.schedule.value import (
-        augment_costs,
-        fit_mlp,
-        group_folds,
-        rank_signals,
-        targets,
-    )
+    from treegraft_lab.schedule.value import augment_costs, fit_mlp, rank_signals, targets
 
     D = int(df["D"].iloc[0])
     log(f"ranking {len(SIGNALS)} signals by {folds}-fold grouped CV on {df['qid'].nunique()} prompts, {len(df)} rows")

@@ -11,10 +11,11 @@ scalings of the collection's profile (mid-step and verification costs scaled ind
 the value model, and the student after it, learn how the decision depends on T_tgt and T_mid
 instead of seeing one constant cost pair.
 
-Signal ranking: 5-fold GroupKFold by prompt (implemented here: prompts are shuffled with a seed
-and dealt into folds balanced by row count). For each candidate signal, the held-out R^2 of A
-with the base inputs plus that one signal, minus the base R^2 ("gain"), and the R^2 lost when
-it is dropped from all ten ("drop"). Signals are ranked by gain (ties: drop).
+Signal ranking: 5-fold GroupKFold by prompt (scikit-learn's, prompts shuffled with a seed; the
+folds and R^2 come from `treegraft_lab.grouped_cv`, shared with the workbench). For each
+candidate signal, the held-out R^2 of A with the base inputs plus that one signal, minus the
+base R^2 ("gain"), and the R^2 lost when it is dropped from all ten ("drop"). Signals are
+ranked by gain (ties: drop).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
+from sklearn.model_selection import PredefinedSplit
+from sklearn.preprocessing import StandardScaler
 from torch import nn
 
+from treegraft_lab.grouped_cv import group_folds, r2
 from treegraft_lab.schedule.collect import CostProfile, apply_costs
 
 CONTEXT = ("log1p_prompt_len", "t_tgt_ms", "t_mid_ms", "log_tgt_over_mid", "k_over_D", "calls_over_D")
@@ -87,28 +91,6 @@ def augment_costs(df: pd.DataFrame, prof: CostProfile, copies: int = 4, seed: in
     return pd.concat(parts, ignore_index=True)
 
 
-# ---------------------------------------------------------------------------- folds and R^2
-def group_folds(groups: Sequence, n_folds: int = 5, seed: int = 0) -> np.ndarray:
-    """Fold id per row: whole groups dealt (shuffled, largest first) to the currently smallest fold."""
-    groups = np.asarray(groups)
-    names, counts = np.unique(groups, return_counts=True)
-    if len(names) < n_folds:
-        raise ValueError(f"{len(names)} groups cannot fill {n_folds} folds")
-    order = np.random.default_rng(seed).permutation(len(names))
-    order = order[np.argsort(-counts[order], kind="stable")]
-    size, fold_of = np.zeros(n_folds), {}
-    for i in order:
-        f = int(np.argmin(size))
-        fold_of[names[i]] = f
-        size[f] += counts[i]
-    return np.array([fold_of[g] for g in groups])
-
-
-def r2(y: np.ndarray, pred: np.ndarray) -> float:
-    ss = float(((y - y.mean()) ** 2).sum())
-    return 1.0 - float(((y - pred) ** 2).sum()) / ss if ss > 0 else float("nan")
-
-
 # ---------------------------------------------------------------------------- the MLP
 class ValueNet(nn.Module):
     """Shared trunk, one linear head per target (A, log t_D, log t_V), on z-scored in/outputs."""
@@ -124,13 +106,17 @@ class ValueNet(nn.Module):
 
 @dataclass
 class Scaler:
+    """z-scoring with fixed statistics: (x - mean) / std."""
+
     mean: np.ndarray
     std: np.ndarray
 
     @classmethod
     def fit(cls, x: np.ndarray) -> Scaler:
-        m, s = x.mean(0), x.std(0)
-        return cls(m.astype(np.float32), np.where(s > 1e-6 * np.maximum(1.0, np.abs(m)), s, 1.0).astype(np.float32))
+        """scikit-learn's `StandardScaler` statistics (constant columns get std 1); applying them
+        stays plain numpy, as in the artifact the online policy reads."""
+        sc = StandardScaler().fit(x)
+        return cls(sc.mean_.astype(np.float32), sc.scale_.astype(np.float32))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return ((x - self.mean) / self.std).astype(np.float32)
@@ -195,8 +181,7 @@ def cv_r2(x: np.ndarray, y: np.ndarray, folds: np.ndarray, groups: np.ndarray | 
           **fit_kw) -> np.ndarray:
     """Held-out R^2 per target column, predictions pooled over the folds."""
     pred = np.zeros_like(y)
-    for f in np.unique(folds):
-        tr, te = folds != f, folds == f
+    for tr, te in PredefinedSplit(folds).split():
         pred[te] = fit_mlp(x[tr], y[tr], None if groups is None else groups[tr], **fit_kw).predict(x[te])
     return np.array([r2(y[:, j], pred[:, j]) for j in range(y.shape[1])])
 
