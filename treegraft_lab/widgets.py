@@ -22,17 +22,19 @@ from treegraft_lab.workbench import styled
 VERIFY = 0  # the step slider's value for "after verification" (the final, pruned tree)
 
 
-def swap_figure(box: W.Box, old: go.FigureWidget, fig: go.Figure) -> go.FigureWidget:
-    """Show `fig` in `box` in place of `old` as a new FigureWidget (and close `old`).
+def draw(out: W.Output, fig: go.Figure) -> go.Figure:
+    """Show `fig` in `out`, replacing what it showed; returns `fig` (the figure on screen).
 
-    A fresh widget is drawn from scratch by the browser: in-place edits of one FigureWidget
-    (restyle/relayout messages) were seen to leave the browser showing an earlier figure when
-    changes came quickly on a loaded machine.
+    A plain figure in an Output widget is drawn whole by JupyterLab's plotly renderer. Edits of
+    a FigureWidget (in place, or a fresh one swapped into the box) were seen to leave the browser
+    showing the previous figure when two changes came within one drawing on a loaded machine.
     """
-    new = go.FigureWidget(fig)
-    box.children = tuple(new if c is old else c for c in box.children)
-    old.close()
-    return new
+    from IPython.display import clear_output, display
+
+    with out:
+        clear_output(wait=True)
+        display(fig)
+    return fig
 
 
 def round_pieces(run, run_id: int = 0) -> list[tuple[str, str]]:
@@ -118,12 +120,13 @@ class StepThroughViewer(W.VBox):
         self.text, self.info = W.HTML(), W.HTML()
         self._busy = True
         self._set_run(run_id, round)
-        self.figure = go.FigureWidget(self._figure())
+        self.plot = W.Output()
+        self.figure = draw(self.plot, self._figure())
         self._busy = False
         for w in (self.pick, self.round, self.step, self.pruned, self.siblings):
             w.observe(self._changed, "value")
         self._changed()
-        super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned, self.siblings]), self.info, self.figure,
+        super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned, self.siblings]), self.info, self.plot,
                           self.text])
         self.add_class("tg-viewer")
 
@@ -164,7 +167,7 @@ class StepThroughViewer(W.VBox):
             elif owner is self.round:
                 self._set_steps()
             self.pruned.disabled = self.step.value != VERIFY  # pruning happens at verification only
-            self.figure = swap_figure(self, self.figure, self._figure())
+            self.figure = draw(self.plot, self._figure())
             self.text.value = output_html(self.run, self.round.value, self.pick.value)
             self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value)
         finally:
@@ -221,7 +224,7 @@ class SchedulePlayground(W.VBox):
         self.table, self.status, self.progress = W.HTML(), W.HTML(), W.HTML()
         self.show = W.Dropdown(options=[], description="tree of")
         self.show.observe(lambda _c: self._draw(), "value")
-        self.figure = go.FigureWidget()
+        self.plot, self.figure = W.Output(), go.Figure()
         self.results: dict[str, tuple[Any, Any]] = {}
         self.status.value = (f"round {round} of run {run_id}: starts after {len(self.context)} committed tokens "
                              f"({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay.")
@@ -232,7 +235,7 @@ class SchedulePlayground(W.VBox):
         super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]),
                           W.HBox([self.eg, self.nd], layout={"gap": "1.5em"}), W.HBox([self.budget, self.prune]),
                           W.HBox([self.button, self.progress], layout={"gap": "1em", "align_items": "center"}),
-                          self.table, self.show, self.figure])
+                          self.table, self.show, self.plot])
         self.add_class("tg-playground")
 
     def _label(self, i: int) -> None:
@@ -299,4 +302,4 @@ class SchedulePlayground(W.VBox):
         if self.show.value in self.results:
             fig = tree_figure(self.results[self.show.value][1], 0)
             fig.layout.title.text = f"{self.show.value}: " + fig.layout.title.text.replace("round 0", f"replay of round {self.round_idx}", 1)
-            self.figure = swap_figure(self, self.figure, fig)
+            self.figure = draw(self.plot, fig)

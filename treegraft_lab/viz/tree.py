@@ -39,6 +39,7 @@ FONT_SIZE = 10
 CHAR_W = 0.62 * FONT_SIZE  # px per character of the monospace label font (DejaVu Sans Mono: 0.602 em)
 LEAF_PX, ROW_PX = 34, 78  # preferred px per leaf column and per depth row
 MARGIN = {"l": 10, "r": 175, "t": 48, "b": 10, "autoexpand": False}  # r: the legend
+MIN_HEIGHT = 300  # px: the full legend (11 entries) at font size 11
 MAX_WIDTH = 840  # px: fits JupyterLab's output area on a 1280 px screen (848 px); pass width= for a larger one
 SIZE_MIN, SIZE_MAX = 7, 20
 MAX_CHILDREN = 4  # children drawn per parent; the others fold into one "+m" node
@@ -295,6 +296,7 @@ def _canvas(pos: dict, width: int | None = None, depth: int | None = None) -> tu
     n_cols = max(xs) - min(xs) + 1
     width = width or int(min(max(LEAF_PX * (n_cols + 1.4) + MARGIN["l"] + MARGIN["r"], 640), MAX_WIDTH))
     height = int(ROW_PX * (max(-min(ys), 1) + 1) + MARGIN["t"] + MARGIN["b"] + 20)
+    height = max(height, MIN_HEIGHT)  # the legend's 11 entries fit without a scroll bar
     xr = [min(xs) - 0.7, max(xs) + 0.7]
     px_per_x = (width - MARGIN["l"] - MARGIN["r"]) / (xr[1] - xr[0])
     yr = [min(ys) - 0.45, 0.3]
