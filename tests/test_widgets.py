@@ -164,3 +164,15 @@ def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny):
     contours = [t for t in fig.data if t.type == "contour"]
     assert len(contours) + len(notes) == len(planes)  # every plane draws g = 0 or says why it has none
     assert "tokens/s" in fig.data[0].colorbar.title.text
+
+
+def test_a_round_change_arriving_while_the_viewer_redraws_is_drawn_not_dropped():
+    run = synthetic_run(rounds=3)
+    v = StepThroughViewer(run)
+    v._busy = True  # as if a redraw were running when the kernel delivers the next change
+    v.round.value = 2
+    assert "round 0" in v.figure.layout.title.text  # queued, not drawn yet
+    v._busy = False
+    v.step.value = VERIFY  # the next change runs the queue: the round's steps and figure follow
+    assert "round 2" in v.figure.layout.title.text and "round 2" in v.info.value
+    assert [o for o, _ in v.step.options][0].startswith("1")

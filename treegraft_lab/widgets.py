@@ -118,11 +118,11 @@ class StepThroughViewer(W.VBox):
         self.siblings = W.Dropdown(options=[("4 children per parent", 4), ("10 per parent", 10), ("all children", 0)],
                                    value=4, layout={"width": "13em"})  # the others fold into "+m"
         self.text, self.info = W.HTML(), W.HTML()
-        self._busy = True
+        self._busy, self._internal, self._pending = False, True, []
         self._set_run(run_id, round)
         self.plot = W.Output()
         self.figure = draw(self.plot, self._figure())
-        self._busy = False
+        self._internal = False
         for w in (self.pick, self.round, self.step, self.pruned, self.siblings):
             w.observe(self._changed, "value")
         self._changed()
@@ -157,19 +157,30 @@ class StepThroughViewer(W.VBox):
                            max_children=self.siblings.value or None)
 
     def _changed(self, change: dict | None = None) -> None:
+        """Redraw for a user's change. The kernel may deliver a change while a redraw is running
+        (drawing publishes output): it is queued and drawn next, never dropped."""
+        if self._internal:  # the viewer's own updates of the step slider while it redraws
+            return
+        self._pending.append(change["owner"] if change else None)
         if self._busy:
             return
         self._busy = True
         try:
-            owner = change["owner"] if change else None
-            if owner is self.pick:
-                self._set_run(self.pick.value)
-            elif owner is self.round:
-                self._set_steps()
-            self.pruned.disabled = self.step.value != VERIFY  # pruning happens at verification only
-            self.figure = draw(self.plot, self._figure())
-            self.text.value = output_html(self.run, self.round.value, self.pick.value)
-            self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value)
+            while self._pending:
+                owners = set(self._pending)
+                self._pending.clear()
+                self._internal = True
+                try:
+                    if self.pick in owners:
+                        self._set_run(self.pick.value)
+                    elif self.round in owners:
+                        self._set_steps()
+                finally:
+                    self._internal = False
+                self.pruned.disabled = self.step.value != VERIFY  # pruning happens at verification only
+                self.figure = draw(self.plot, self._figure())
+                self.text.value = output_html(self.run, self.round.value, self.pick.value)
+                self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value)
         finally:
             self._busy = False
 
