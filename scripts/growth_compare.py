@@ -26,6 +26,7 @@ import torch
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts, record
 from treegraft_lab.baselines import autoregressive
 from treegraft_lab.models import cpu_name
+from treegraft_lab.viz.stats import reselected_share
 
 PAPER = {"rule": "paper (release, fixed 10101)", "pool": 112.54, "pool_ratio": 2.38, "reselected_earlier": 0.6147,
          "A": 2.17}
@@ -41,7 +42,7 @@ def summarise(rule: str, steps: pd.DataFrame, rounds: pd.DataFrame, seconds: flo
         "rule": rule, "mid_steps": len(mid), "pool": mid["pool_size"].mean(),
         "conventional_pool": mid["conventional_pool"].mean(),
         "pool_ratio": mid["pool_size"].mean() / mid["conventional_pool"].mean(),
-        "reselected_earlier": mid["reselected_earlier"].mean(), "A": rounds["accepted"].mean(),
+        "reselected_earlier": reselected_share(steps), "A": rounds["accepted"].mean(),
         "rounds": len(rounds), "nodes_per_round": rounds["nodes"].mean(), "kept_per_round": rounds["kept"].mean(),
         "new_nodes_per_mid_step": mid["new_nodes"].mean(), "seconds": seconds, "identical_to_greedy": f"{same}/{n}",
     }

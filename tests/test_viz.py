@@ -235,3 +235,17 @@ def test_the_growth_animation_folds_every_frame_alike(run_release):
     fig = growth_animation(run_release, 0)
     assert len(fig.frames) == 6 and len({len(f.data) for f in fig.frames}) == 1
     assert max(sum(len(tr.x or ()) for tr in f.data if tr.mode == "markers+text") for f in fig.frames) < 120
+
+
+def test_the_reselected_share_from_steps_equals_the_one_from_nodes():
+    from tests.tiny import tiny_pair
+    from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))  # the release's growth: chains, windows
+    with record(dec) as rec:
+        dec.generate([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], max_new_tokens=24)
+    run = rec.to_run()
+    s = stats.graft_summary(run)
+    assert s.loc["all", "mid steps"] > 0
+    assert stats.reselected_share(run.steps) == pytest.approx(s.loc["all", "reselected share"])

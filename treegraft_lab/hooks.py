@@ -134,11 +134,12 @@ class Recorder:
             "tree_size": sum(t.alive),
         })
         if self.snapshots:
-            pool, front, new = set(d["pool"]), set(fr), set(d["new"]) | set(d.get("chain", ()))
+            chain = set(d.get("chain", ()))
+            pool, front, new = set(d["pool"]), set(fr), set(d["new"]) | chain
             for v in range(len(t)):
                 self.rows["nodes"].append({
                     **self._key(ev), "step": ev.step, **self._node(t, v),
-                    "in_pool": v in pool, "in_frontier": v in front, "new": v in new,
+                    "in_pool": v in pool, "in_frontier": v in front, "new": v in new, "chain": v in chain,
                 })
 
     @staticmethod

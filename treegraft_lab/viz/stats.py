@@ -67,20 +67,32 @@ def acceptance_by_depth(runs) -> PlotFigure:
 def graft_depths(run) -> pd.DataFrame:
     """Every frontier node a mid step expanded: its depth and its offset from the conventional frontier.
 
-    offset = depth - mean depth of N_k (the nodes the previous step created); negative values are
-    reselections of earlier-depth nodes, which only expanded graft-position selection (EG) allows.
+    offset = depth - mean depth of N_k (the nodes the previous step's first tokens landed on; n-gram
+    chain tails below them are not N_k); negative values are reselections of earlier-depth nodes,
+    which only expanded graft-position selection (EG) allows. The recorder's per-step
+    `reselected_earlier` uses the same reference, so `reselected_share(steps)` equals the share of
+    negative offsets here.
     """
     nodes, steps = run.nodes, run.steps
+    if "chain" not in nodes:
+        nodes = nodes.assign(chain=False)
     mid = steps[steps["call_mid"]][["run", "round", "step"]]
     out = []
     for (r, rd, k) in mid.itertuples(index=False):
         at = nodes[(nodes["run"] == r) & (nodes["round"] == rd)]
-        prev = at[(at["step"] == k - 1) & at["new"]] if k > 1 else at[(at["step"] == k) & (at["node"] == 0)]
+        prev = at[(at["step"] == k - 1) & at["new"] & ~at["chain"]] if k > 1 else at[(at["step"] == k) & (at["node"] == 0)]
         mean_prev = prev["depth"].mean() if len(prev) else 0.0
         front = at[(at["step"] == k) & at["in_frontier"]]
         for d in front["depth"]:
             out.append({"run": r, "round": rd, "step": k, "depth": int(d), "offset": d - mean_prev})
     return pd.DataFrame(out, columns=["run", "round", "step", "depth", "offset"])
+
+
+def reselected_share(steps: pd.DataFrame) -> float:
+    """The reselected share from a steps table alone: frontier nodes of mid steps k >= 2 below the
+    mean depth of N_k, pooled over nodes (the same number as `graft_summary`'s)."""
+    mid = steps[steps["call_mid"] & (steps["step"] > 1)]
+    return float((mid["reselected_earlier"] * mid["frontier_size"]).sum() / mid["frontier_size"].sum())
 
 
 def _categories(run) -> pd.Series:
