@@ -64,8 +64,117 @@ def test_external_file_is_read_without_split_as_eval(tmp_path):
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n")
     rows = load_prompts(path)
     assert [r["question_id"] for r in rows] == [81, 82]
-    assert rows[1]["reference"] == ["2"] and rows[0]["split"] == "eval"
+    assert rows[1]["reference"] == "2" and rows[0]["split"] == "eval"
+    assert load_prompts(str(path), split="all") == rows
     assert load_prompts(str(path), split="train") == []
+
+
+def _write_jsonl(path, lines):
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_mtbench_reference_list_of_strings_is_kept_as_is(tmp_path):
+    path = _write_jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {
+                "question_id": 111,
+                "category": "math",
+                "turns": ["The vertices of a triangle ...", "What's area of the circle ..."],
+                "reference": ["Area is 3", "5pi"],
+            },
+            {
+                "question_id": 81,
+                "category": "writing",
+                "turns": ["Compose a blog post.", "Rewrite it."],
+            },
+        ],
+    )
+    rows = load_prompts(path)
+    assert [r["question_id"] for r in rows] == [111, 81]
+    assert rows[0]["reference"] == ["Area is 3", "5pi"]
+    assert "reference" not in rows[1]
+    assert all(r["split"] == "eval" for r in rows)
+
+
+def test_reference_list_of_lists_and_other_json_is_kept_as_is(tmp_path):
+    nested = [["a = 1", "b = 2"], ["c"]]
+    other = {"answer": 4, "notes": [None, 1.5]}
+    path = _write_jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {
+                "question_id": 1,
+                "category": "coding",
+                "turns": ["Write f.", "Now g."],
+                "reference": nested,
+            },
+            {"question_id": 2, "category": "math", "turns": ["2+2?"], "reference": other},
+        ],
+    )
+    rows = load_prompts(path)
+    assert rows[0]["reference"] == nested and rows[1]["reference"] == other
+
+
+def test_null_reference_is_accepted(tmp_path):
+    path = _write_jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {"question_id": 1, "category": "writing", "turns": ["Hi."], "reference": None},
+        ],
+    )
+    [row] = load_prompts(path)
+    assert row["reference"] is None and row["turns"] == ["Hi."]
+
+
+def test_specbench_line_with_unknown_fields_loads(tmp_path):
+    path = _write_jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {
+                "question_id": "translation_0",
+                "category": "translation",
+                "turns": ["Translate German to English: Guten Morgen."],
+                "answer_id": "x1",
+                "model_id": None,
+                "tstamp": 1.7e9,
+                "meta": {"src": "wmt14"},
+            },
+            {"question_id": 161, "category": "qa", "turns": ["Who wrote Hamlet?"], "extra": [1, 2]},
+        ],
+    )
+    rows = load_prompts(path, categories=["translation"])
+    assert [r["question_id"] for r in rows] == ["translation_0"]
+    assert rows[0]["turns"] == ["Translate German to English: Guten Morgen."]
+    assert len(load_prompts(path, split="all")) == 2
+
+
+def test_cli_prompts_option_takes_a_question_jsonl_path(tmp_path, monkeypatch):
+    import treegraft_lab.prompts as prompts_mod
+    from treegraft_lab import cli
+    from treegraft_lab.commands import check_lossless
+
+    path = _write_jsonl(
+        tmp_path / "question.jsonl",
+        [
+            {"question_id": 81, "category": "writing", "turns": ["A", "B"], "reference": [["x"]]},
+        ],
+    )
+    loaded, real = [], prompts_mod.load_prompts
+    monkeypatch.setattr(prompts_mod, "load_prompts", lambda *a, **k: loaded.append(real(*a, **k)))
+
+    class Stop(Exception):
+        pass
+
+    def stop(*args, **kwargs):  # the prompts are read before any model is loaded
+        raise Stop
+
+    monkeypatch.setattr(check_lossless, "load_pair_from_args", stop)
+    with pytest.raises(Stop):
+        cli.main(["check-lossless", "--prompts", str(path)])
+    assert [r["question_id"] for r in loaded[0]] == [81]
+    assert loaded[0][0]["reference"] == [["x"]]
 
 
 @pytest.mark.parametrize(
@@ -74,6 +183,9 @@ def test_external_file_is_read_without_split_as_eval(tmp_path):
         ("{not json", "line 2: not valid JSON"),
         ('{"question_id": 2, "category": "x"}', "line 2: 'turns'"),
         ('{"question_id": 2, "category": "x", "turns": []}', "line 2: 'turns'"),
+        ('{"question_id": 2, "category": "x", "turns": "hi"}', "line 2: 'turns'"),
+        ('{"question_id": 2, "category": "x", "turns": ["hi", 3]}', "line 2: 'turns'"),
+        ('{"question_id": 2, "category": "x", "turns": [["hi"]]}', "line 2: 'turns'"),
         ('{"category": "x", "turns": ["hi"]}', "line 2: 'question_id'"),
         ('{"question_id": 1, "category": "x", "turns": ["hi"]}', "line 2: duplicate"),
         ('{"question_id": 2, "category": "x", "turns": ["a"], "split": "dev"}', "'split'"),
@@ -82,8 +194,9 @@ def test_external_file_is_read_without_split_as_eval(tmp_path):
 def test_bad_line_names_its_line(tmp_path, line, message):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"question_id": 1, "category": "x", "turns": ["hi"]}\n' + line + "\n")
-    with pytest.raises(TreeGraftError, match=message):
+    with pytest.raises(TreeGraftError, match=message) as err:
         load_prompts(path)
+    assert str(path) in str(err.value)  # the message names the file
 
 
 def test_missing_file_and_unknown_suite_or_category():

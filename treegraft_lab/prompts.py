@@ -1,9 +1,15 @@
 """Prompt suites in the MT-bench / Spec-Bench question format (JSONL, one question a line).
 
-Each line: `question_id` (int or str), `category` (str), `turns` (list of user messages),
-optionally `reference` (list of str, or str), `split` ("train" or "eval") and any other fields,
-which are kept. The project's suites live in `data/prompts/<name>.jsonl` and are built by
-`scripts/build_prompts.py`. A line without `split` (an external benchmark file) counts as eval.
+Each line: `question_id` (int or str), `category` (str), `turns` (non-empty list of non-empty
+strings, the user messages), optionally `reference` (any JSON: MT-bench and Spec-Bench use a
+list of strings or a list of lists of strings; returned as it is, not checked) and `split`
+("train" or "eval"). Any other field is not checked and is passed through unchanged, so
+Spec-Bench's and MT-bench's published `question.jsonl` files read as they are. The project's
+suites live in `data/prompts/<name>.jsonl` and are built by `scripts/build_prompts.py`.
+
+A line without `split` (an external benchmark file) counts as eval: such a file is held-out
+data, never training data, so the default `split="eval"` (and `"all"`) takes every line and
+`split="train"` takes none.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ def suite_path(name_or_path: str | Path) -> Path:
 
 
 def _check_row(row: Any, where: str) -> dict:
-    """Validate one question; return it with `split` set and `reference` as a list."""
+    """Validate one question; return it with `split` set (default "eval"), all else as read."""
     if not isinstance(row, dict):
         raise TreeGraftError(f"{where}: expected a JSON object, got {type(row).__name__}")
     qid = row.get("question_id")
@@ -57,18 +63,10 @@ def _check_row(row: Any, where: str) -> dict:
         or not all(isinstance(t, str) and t.strip() for t in turns)
     ):
         raise TreeGraftError(f"{where}: 'turns' must be a non-empty list of non-empty strings")
-    ref = row.get("reference")
-    if isinstance(ref, str):
-        ref = [ref]
-    if ref is not None and not (isinstance(ref, list) and all(isinstance(r, str) for r in ref)):
-        raise TreeGraftError(f"{where}: 'reference' must be a string or a list of strings")
     split = row.get("split", "eval")
     if split not in ("train", "eval"):
         raise TreeGraftError(f"{where}: 'split' must be 'train' or 'eval', got {split!r}")
-    out = {**row, "split": split}
-    if ref is not None:
-        out["reference"] = ref
-    return out
+    return {**row, "split": split}
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -101,6 +99,9 @@ def load_prompts(
 ) -> list[dict]:
     """Questions of a suite (or external .jsonl file) for one split, optionally filtered.
 
+    `split` is "eval" (default), "train" or "all"; lines without a `split` field count as eval,
+    so an external benchmark file (MT-bench, Spec-Bench) is read whole by default and
+    `split="train"` on it returns an empty list.
     `categories` keeps those categories (an unknown one is an error); `per_category` keeps the
     first n of each category; `limit` keeps the first n overall. Order is the file's.
     """
