@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=64)
     a = p.parse_args(argv)
 
-    from treegraft_lab import budget
+    from treegraft_lab import budget, costs
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.models import load_pair
@@ -47,11 +47,12 @@ def main(argv: list[str] | None = None) -> int:
             points[b] = acc / rounds
             print(f"{sched} budget {b}: A = {points[b]:.3f} ({rounds} rounds)", file=sys.stderr)
         fits[sched] = {"A": points, "fit": budget.fit_acceptance(points)}
-    curve = budget.cost_curve(pair.target)
-    picks = {s: budget.choose_budget(curve, acceptance=f["fit"]) for s, f in fits.items()}
+    prof = costs.for_pair(pair)
+    picks = {s: budget.choose_budget(prof, acceptance=f["fit"]) for s, f in fits.items()}
     print(json.dumps({"prompts": len(prompts), "max_new_tokens": a.max_new_tokens, "fits": fits,
-                      "cost_curve_ms": curve, "load": os.getloadavg()[0], "picked_without_draft_cost": picks,
-                      "auto_budget": {s: budget.auto_budget(pair, DecodeConfig(schedule=s, extra={"acceptance": f["fit"]}))
+                      "profile": prof.name, "cost_curve_ms": prof.target, "load": os.getloadavg()[0],
+                      "picked_without_draft_cost": picks,
+                      "auto_budget": {s: budget.auto_budget(pair, DecodeConfig(schedule=s, extra={"acceptance": f["fit"]}), prof)
                                       for s, f in fits.items()}}, indent=1))
     return 0
 

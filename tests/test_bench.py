@@ -11,6 +11,7 @@ from tiny import tiny_pair
 
 from treegraft_lab import bench, budget
 from treegraft_lab.config import DecodeConfig
+from treegraft_lab.costs import DeviceProfile
 
 PROMPTS = [
     {"question_id": "q1", "category": "code", "turns": [" ".join(f"w{j % 5}" for j in range(24))]},
@@ -104,36 +105,35 @@ def test_cli_json_prints_one_object(pair, tmp_path, monkeypatch, capsys):
 # ---------------------------------------------------------------------------------- auto budget
 
 
+STEEP = {1: 10.0, 4: 11.0, 8: 14.0, 16: 30.0, 24: 50.0, 32: 70.0, 48: 110.0, 64: 150.0}
+
+
 def test_choose_budget_follows_the_cost_curve():
-    flat = {n: 10.0 for n in budget.SIZES}
-    steep = {1: 10.0, 4: 11.0, 8: 14.0, 16: 30.0, 24: 50.0, 32: 70.0, 48: 110.0, 64: 150.0}
+    flat, steep = DeviceProfile("flat", {1: 10.0, 64: 10.0}), DeviceProfile("steep", STEEP)
     b_flat, b_steep = budget.choose_budget(flat), budget.choose_budget(steep)
     assert b_flat == 63  # free verification: take the whole budget
     assert 1 <= b_steep < 16 and b_steep < b_flat
     assert budget.choose_budget(flat, max_budget=20) == 20
-    assert budget.interpolate(steep, 12) == pytest.approx(22.0)
-    assert budget.interpolate(steep, 80) == pytest.approx(190.0)  # linear beyond the last size
+    assert steep.target_ms(12) == pytest.approx(22.0)
+    assert steep.target_ms(80) == pytest.approx(190.0)  # linear beyond the last size
 
 
-def test_auto_budget_with_injected_curve(pair):
-    steep = {1: 10.0, 4: 11.0, 8: 14.0, 16: 30.0, 24: 50.0, 32: 70.0, 48: 110.0, 64: 150.0}
+def test_auto_budget_reads_the_profile(pair):
     cfg = DecodeConfig(schedule="10101")
-    cheap_draft = budget.auto_budget(pair, cfg, curve=steep, mid_ms=0.0)
-    dear_draft = budget.auto_budget(pair, cfg, curve=steep, mid_ms=200.0)
+    cheap_draft = budget.auto_budget(pair, cfg, DeviceProfile("a", STEEP, {1: 0.1, 500: 0.1}))
+    dear_draft = budget.auto_budget(pair, cfg, DeviceProfile("b", STEEP, {1: 200.0, 500: 200.0}))
     assert 1 <= cheap_draft <= dear_draft <= 63  # a fixed drafting cost makes a bigger tree relatively cheaper
-    small = budget.auto_budget(pair, DecodeConfig(schedule="small"), curve=steep)
+    small = budget.auto_budget(pair, DecodeConfig(schedule="small"), DeviceProfile("c", STEEP))
     assert 1 <= small <= 63
-    assert budget.auto_budget(pair, DecodeConfig(extra={"max_budget": 5}), curve={n: 1.0 for n in budget.SIZES}) == 5
+    assert budget.auto_budget(pair, DecodeConfig(extra={"max_budget": 5}), DeviceProfile("d", {1: 1.0})) == 5
 
 
-def test_auto_budget_profiles_and_caches(pair):
+def test_a_decoder_with_auto_budget_uses_the_device_profile(pair):
     from treegraft_lab.decoder import TreeGraftDecoder
 
-    curve = budget.cost_curve(pair.target, sizes=(1, 8), context=16, repeats=1)
-    assert set(curve) == {1, 8} and all(v > 0 for v in curve.values())
-    assert budget.cost_curve(pair.target, sizes=(1, 8), context=16, repeats=1) is curve  # cached
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget="auto"))
     assert isinstance(dec.budget, int) and 1 <= dec.budget <= 63
+    assert dec.budget == budget.auto_budget(pair, dec.config, dec.profile)
 
 
 def test_fit_acceptance_recovers_the_model():
@@ -178,7 +178,7 @@ def test_value_pruning_verifies_everything_where_nodes_cost_nothing():
     from treegraft_lab.budget import ValuePruner
 
     tree = _chain_tree([0.9, 0.8, 0.7])
-    flat = ValuePruner({1: 50.0, 64: 50.0})
+    flat = ValuePruner(DeviceProfile("t", {1: 50.0, 64: 50.0}))
     assert flat.prune(tree, 63) == [0, 1, 2, 3, 4]  # every live node, the unlikely sibling too
     assert flat.prune(tree, 2) == [0, 1, 2]  # never more than the budget: the two most likely
 
@@ -186,7 +186,7 @@ def test_value_pruning_verifies_everything_where_nodes_cost_nothing():
 def test_value_pruning_keeps_only_nodes_worth_their_verification_time():
     from treegraft_lab.budget import ValuePruner
 
-    steep = ValuePruner({1: 50.0, 2: 75.0, 64: 1625.0})  # each node costs half a plain decoding step
+    steep = ValuePruner(DeviceProfile("t", {1: 50.0, 2: 75.0, 64: 1625.0}))  # each node costs half a plain decoding step
     tree = _chain_tree([0.9, 0.8, 0.3])
     # chances 0.9, 0.72, 0.216, 0.05: worth a node when above 25 ms * (1 / 50 ms) = 0.5
     assert steep.prune(tree, 63) == [0, 1, 2]
@@ -197,7 +197,7 @@ def test_value_pruning_keeps_only_nodes_worth_their_verification_time():
 def test_value_pruning_calibrates_each_drafters_chances_from_what_the_target_accepted():
     from treegraft_lab.budget import ValuePruner
 
-    pr = ValuePruner({1: 50.0, 2: 75.0, 64: 1625.0})
+    pr = ValuePruner(DeviceProfile("t", {1: 50.0, 2: 75.0, 64: 1625.0}))
     tree = _chain_tree([0.75])
     before = pr.chances(tree)[1]
     for _ in range(20):  # the 3-gram edge scored 0.75 is rejected every time
@@ -209,6 +209,6 @@ def test_value_pruning_calibrates_each_drafters_chances_from_what_the_target_acc
     assert pr.rate() == pytest.approx(1 / 50)  # 20 tokens in 1,000 ms: exactly plain decoding's rate
     pr.observe(tree, [0], [0, 1], 100.0)  # a round of 2 tokens in 100 ms lifts the run above it
     assert pr.rate() == pytest.approx(22 / 1100)
-    slow = ValuePruner({1: 50.0, 64: 50.0})
+    slow = ValuePruner(DeviceProfile("t", {1: 50.0, 64: 50.0}))
     slow.observe(tree, [0], [0], 500.0)  # 1 token in 500 ms: the rate never drops below 1 / 50
     assert slow.rate() == pytest.approx(1 / 50)

@@ -14,18 +14,14 @@ import torch
 from tests.tiny import tiny_model, tiny_pair
 from treegraft_lab import cli, kv
 from treegraft_lab.config import DecodeConfig
+from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramIndex
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.replay import replay_all
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
-from treegraft_lab.schedule.collect import (
-    CostProfile,
-    apply_costs,
-    replay_all,
-    robust_line,
-    state_rows,
-)
+from treegraft_lab.schedule.collect import apply_costs, state_rows
 from treegraft_lab.schedule.distill import (
     Student,
     canonical_states,
@@ -150,18 +146,13 @@ def test_a_lagging_mid_drafter_replays_the_same_rounds_and_pays_its_backlog():
     assert fresh.mid.unforward(fresh.ids, 10**6) == len(ctx) - 2  # never the whole cache: one token stays
 
 
-def test_cost_profile_fit_ignores_spikes_and_times_rows():
-    rng = np.random.default_rng(0)
-    x = rng.integers(5, 60, 200).astype(float)
-    y = 3.0 + 0.5 * x + rng.normal(0, 0.05, 200)
-    y[:10] += 500  # contention spikes
-    a, b = robust_line(x, y)
-    assert a == pytest.approx(3.0, abs=0.1) and b == pytest.approx(0.5, abs=0.01)
-    assert robust_line(np.full(9, 64.0), np.arange(9.0)) == (4.0, 0.0)
-    prof = CostProfile(small=(1, 0.1), mid=(10, 1), verify=(20, 0.5), mid_ref=10, verify_ref=64)
-    df = apply_costs(pd.DataFrame({"n_small": [2], "small_nodes": [10], "n_mid": [3], "mid_tokens": [40], "kept": [64]}), prof)
-    assert df["t_draft_ms"][0] == pytest.approx(2 + 1 + 30 + 40) and df["t_verify_ms"][0] == pytest.approx(52)
-    assert (df["t_tgt_ms"][0], df["t_mid_ms"][0]) == (52, 20)
+def test_rows_are_priced_from_their_step_sizes_by_the_profile():
+    prof = DeviceProfile("toy", {1: 20.0, 65: 84.0}, {1: 10.0, 101: 110.0}, small_ms=1.0)
+    row = {"D": 3, "s1": 1, "s2": 0, "s3": 1, "size1": 11, "size2": 10, "size3": 51, "kept": 33}
+    df = apply_costs(pd.DataFrame([row]), prof, {"depth": 3, "width": 10, "budget": 63})
+    assert df["t_draft_ms"][0] == pytest.approx(20 + 1 + 60)  # mid(11) + one n-gram step + mid(51)
+    assert df["t_verify_ms"][0] == pytest.approx(52)  # target(33)
+    assert (df["t_tgt_ms"][0], df["t_mid_ms"][0]) == (pytest.approx(83.0), pytest.approx(109.0))  # target(64), mid(W*k = 100)
 
 
 def test_collect_end_to_end_writes_parquet(tmp_path, tiny_llama_dir, tiny_qwen3_dir):
@@ -175,8 +166,9 @@ def test_collect_end_to_end_writes_parquet(tmp_path, tiny_llama_dir, tiny_qwen3_
     assert {f"sig_{s}" for s in SIGNALS} <= set(df.columns)
     assert {"a", "accepted", "t_draft_ms", "t_verify_ms", "meas_draft_ms", "t_tgt_ms", "t_mid_ms", "prompt_len"} <= set(df.columns)
     assert (df["t_verify_ms"] > 0).all() and (df["t_draft_ms"] > 0).all()
-    prof = json.loads((out / "costs.json").read_text())
-    assert prof["format"] == "treegraft-costs/1"
+    prof = json.loads((out / "profile.json").read_text())
+    assert prof["format"] == "treegraft-profile/1" and prof["key"]["device"] == "cpu"
+    assert {f"size{k}" for k in range(1, 6)} <= set(df.columns)
     assert cli.main(["collect", "--shard", "3/2", "--out", str(out)]) == 2  # a clear error, nothing loaded
 
 
@@ -263,7 +255,7 @@ def test_the_oracle_maximises_modelled_tokens_per_second_of_the_whole_set():
 
 
 # ---------------------------------------------------------------------------- artifact and policy
-def make_artifact(folder, pair: str = "tiny", depth: int = 5):
+def make_artifact(folder, pair: str = "tiny", depth: int = 5, profile_class: str = "cpu-float32", prune: str = "topk"):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 17)).astype(np.float32) * 3 + 1
     y = x[:, 0] - x[:, 16] + 0.5
@@ -272,7 +264,8 @@ def make_artifact(folder, pair: str = "tiny", depth: int = 5):
     w = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
     sig = list(RELEASE_SIGNALS)
     art = artifact.SchedulerArtifact(pair, depth, input_names(sig, depth), sig, w, stu.xs.mean.tolist(),
-                                     stu.xs.std.tolist(), stu.y_mean, stu.y_std, {"candidates": list(SIGNALS)})
+                                     stu.xs.std.tolist(), stu.y_mean, stu.y_std,
+                                     {"candidates": list(SIGNALS), "profile_class": profile_class, "prune": prune})
     artifact.save(art, folder)
     return stu, x
 
@@ -341,9 +334,13 @@ def test_a_mismatched_artifact_gives_a_clear_error(tmp_path, monkeypatch):
         AdaptivePolicy.for_pair(None, DecodeConfig(depth=4, scheduler_path=str(tmp_path)))
     pair = tiny_pair("llama")
     pair.name = "another-pair"
+    make_artifact(tmp_path / "cpu-float32-topk", pair="tiny")
     monkeypatch.setattr("treegraft_lab.schedule.adaptive.artifact_dir", lambda name: tmp_path)
     with pytest.raises(TreeGraftError, match="trained for pair 'tiny'"):
-        AdaptivePolicy.for_pair(pair, DecodeConfig())
+        TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive"))
+    with pytest.raises(TreeGraftError, match="no scheduler for pair 'another-pair' on profile 'cpu-float32' with "
+                                             "prune='value'.*trained ones: cpu-float32-topk"):
+        TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", prune="value"))
 
 
 def test_scheduler_info_reports_the_artifact(tmp_path, capsys):

@@ -73,11 +73,13 @@ class CascadeDecoder(TreeGraftDecoder):
         cfg = self.config
         tree, v = DraftTree.start(self.root), 0
         for k in range(1, cfg.depth + 1):  # the small drafter's chain: its best continuation each step
+            self._draft_ms += self.profile.small_ms
             prop = self.small.propose(tree, [v], 1)
             if not prop:
                 break
             v, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
         chain = tree.path(v)
+        self._draft_ms += self.profile.mid_ms(self.mid_backlog() + len(chain))
         (_, mid_s), calls = self._timed(self.mid.score, tree, chain), 1
         cut = 0  # the mid drafter keeps the chain up to its first disagreement ...
         for u in chain[1:]:
@@ -90,6 +92,7 @@ class CascadeDecoder(TreeGraftDecoder):
         v = cut
         while tree.depth[v] < cfg.depth:  # ... and overwrites the rest with its own greedy tokens
             if v not in self.mid.row:
+                self._draft_ms += self.profile.mid_ms(1)
                 (_, t), calls = self._timed(self.mid.score, tree, [v]), calls + 1
                 mid_s += t
             tok, lq = self.mid.top1(v)

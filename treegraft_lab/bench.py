@@ -20,6 +20,14 @@ Definitions, used everywhere in the tables:
 - draft / verify / overhead: shares of round time; overhead is the part of the round spent
   outside model forwards (Python, tree bookkeeping), inside both drafting and verification.
 HF methods expose no per-round numbers: their A, shares and mid calls are left empty (NaN).
+
+Modelled clocks (`model_on`, e.g. ["a100-paper"]): every tree method is run again with
+`DecodeConfig(clock=profile)` (the real models run and stay lossless; the scheduler, pruner and
+budget decide on the profile's costs) and timed by the profile from each round's sizes; the HF
+methods are priced from their counted forwards (n tokens -> target_ms(n), mid_ms(n) for the
+assistant, one n-gram step per prompt-lookup forward; the prefill priced as one token). Their
+records carry `clock` = the profile's name and their tables say "modelled on <profile>";
+`clock` = "wall" records are measured. Prefill is excluded from every modelled time.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -38,18 +47,21 @@ import torch
 
 from treegraft_lab.errors import TreeGraftError
 
-METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted", "small", "mid", "10101", "adaptive", "csd", "no-eg", "no-nd")
+METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted", "small", "mid", "10101", "adaptive", "csd", "no-eg", "no-nd",
+           "oracle")
+DEFAULT_METHODS = METHODS[:-1]  # the oracle replays every schedule each round: ask for it by name
 HF_METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted")
 TREE_METHODS = {  # method -> DecodeConfig overrides
     "small": {"schedule": "small"},
     "mid": {"schedule": "mid"},
     "10101": {"schedule": "10101"},
     "adaptive": {"schedule": "adaptive"},
+    "oracle": {"schedule": "oracle"},
     "no-eg": {"schedule": "10101", "expanded_graft": False},
     "no-nd": {"schedule": "10101", "non_destructive": False},
 }
-MAIN_COLUMNS = {"hf-stock": "HF stock", "small": "All Small", "mid": "All Mid", "adaptive": "TreeGraft", "hf-pld": "HF PLD",
-                "hf-assisted": "HF assisted"}
+MAIN_COLUMNS = {"hf-stock": "HF stock", "small": "All Small", "mid": "All Mid", "adaptive": "TreeGraft", "oracle": "Oracle",
+                "hf-pld": "HF PLD", "hf-assisted": "HF assisted"}
 ABLATION_ROWS = {"csd": "CSD", "no-eg": "w/o EG", "no-nd": "w/o ND", "10101": "TreeGraft fixed (10101)",
                  "adaptive": "TreeGraft adaptive"}
 PLD_TOKENS = 10
@@ -67,10 +79,18 @@ class BenchResult:
     skipped: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        """{"overall": {method: speedup}, "per_category": {category: {method: speedup}}}."""
-        s = self.summary
-        per = {c: _speedups(g) for c, g in s[s.category != "overall"].groupby("category", sort=True)}
-        return {"overall": _speedups(s[s.category == "overall"]), "per_category": per}
+        """{"overall": {method: speedup}, "per_category": {category: {method: speedup}}} on the wall
+        clock, plus {"modelled": {profile: {"overall": ..., "per_category": ...}}} for modelled clocks."""
+        out = _speedup_json(self.summary[self.summary.clock == "wall"])
+        clocks = [c for c in dict.fromkeys(self.summary.clock) if c != "wall"]
+        if clocks:
+            out["modelled"] = {c: _speedup_json(self.summary[self.summary.clock == c]) for c in clocks}
+        return out
+
+
+def _speedup_json(s: pd.DataFrame) -> dict:
+    per = {c: _speedups(g) for c, g in s[s.category != "overall"].groupby("category", sort=True)}
+    return {"overall": _speedups(s[s.category == "overall"]), "per_category": per}
 
 
 def _speedups(rows: pd.DataFrame) -> dict[str, float]:
@@ -102,15 +122,46 @@ def _hf_runner(pair, assistant=None, stock: bool = False, **gen_kwargs) -> Runne
         gc.update(max_new_tokens=max_new_tokens, **gen_kwargs)
         x = torch.tensor([ids], device=pair.device)
         _sync(pair.device)
-        with cpu_path.disabled(pair.target) if stock else contextlib.nullcontext():
+        with cpu_path.disabled(pair.target) if stock else contextlib.nullcontext(), count_forwards(pair.target) as tgt, \
+                count_forwards(assistant) as mid:
             cache = {} if stock or assistant is not None else kv.forward_kwargs(pair.target, kv.new_cache(pair.target))
             t = time.perf_counter()
             out = pair.target.generate(x, attention_mask=torch.ones_like(x), generation_config=gc, **cache, **extra)
         _sync(pair.device)
         wall = time.perf_counter() - t
-        return {"token_ids": out[0, len(ids):].tolist(), "wall_s": wall}
+        return {"token_ids": out[0, len(ids):].tolist(), "wall_s": wall, "target_calls": tgt, "mid_calls_n": mid,
+                "lookups": len(tgt) if "prompt_lookup_num_tokens" in gen_kwargs else 0}
 
     return run
+
+
+@contextmanager
+def count_forwards(model):
+    """Collect the token count of every forward of `model` (a forward pre-hook) into a list."""
+    calls: list[int] = []
+    if model is None:
+        yield calls
+        return
+
+    def hook(_mod, args, kwargs):
+        x = kwargs.get("input_ids", args[0] if args else None)
+        if x is None:
+            x = kwargs.get("inputs_embeds")
+        calls.append(int(x.shape[1]) if x is not None else 1)
+
+    h = model.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield calls
+    finally:
+        h.remove()
+
+
+def price_hf(profile, out: dict) -> float:
+    """Modelled ms of an HF generation from its counted forwards (the first, prefill, as one token)."""
+    tgt, mid = out.get("target_calls") or [], out.get("mid_calls_n") or []
+    ms = sum(profile.target_ms(n) for n in [1, *tgt[1:]]) if tgt else 0.0
+    ms += sum(profile.mid_ms(n) for n in [1, *mid[1:]]) if mid else 0.0
+    return ms + out.get("lookups", 0) * profile.small_ms
 
 
 def _decoder_runner(dec) -> Runner:
@@ -121,12 +172,12 @@ def _decoder_runner(dec) -> Runner:
         return {"token_ids": gen.token_ids, "wall_s": s["wall_s"], "rounds": rounds,
                 "accepted": round(s["accepted_per_round"] * rounds), "mid_calls": round(s["mid_calls_per_round"] * rounds),
                 "draft_s": s["draft_s"], "verify_s": s["verify_s"], "forward_s": s["forward_s"],
-                "overhead_s": s["overhead_s"], "prefill_s": s["prefill_s"]}
+                "overhead_s": s["overhead_s"], "prefill_s": s["prefill_s"], "modelled_ms": s["modelled_ms"]}
 
     return run
 
 
-def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk") -> tuple[Runner, dict]:
+def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", clock="wall") -> tuple[Runner, dict]:
     """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget)."""
     from treegraft_lab.baselines import CascadeDecoder
     from treegraft_lab.config import DecodeConfig
@@ -143,10 +194,10 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk") 
             raise TreeGraftError("the pair has no mid drafter")
         return _hf_runner(pair, assistant=pair.mid), {}
     if method == "csd":
-        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune))
+        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock))
         return _decoder_runner(dec), {"budget": dec.budget}
     if method in TREE_METHODS:
-        dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, **TREE_METHODS[method]))
+        dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, clock=clock, **TREE_METHODS[method]))
         return _decoder_runner(dec), {"budget": dec.budget}
     raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
@@ -159,12 +210,17 @@ def _sync(device) -> None:
 # ---------------------------------------------------------------------------------- the run
 
 
-def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = METHODS, max_new_tokens: int = 128,
+def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = DEFAULT_METHODS, max_new_tokens: int = 128,
               repeats: int = 1, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
-              settings: dict | None = None, prune: str = "topk") -> BenchResult:
-    """Run every method on every prompt (first turn, chat template applied) and summarise."""
+              settings: dict | None = None, prune: str = "topk", model_on: list[str] | tuple[str, ...] = (),
+              prune_modelled: str | None = None) -> BenchResult:
+    """Run every method on every prompt (first turn, chat template applied) and summarise.
+
+    model_on: profiles (names or files) to also run and price the methods on (see the module
+    docstring); prune_modelled: the pruning rule there (default: `prune`)."""
     from tqdm.auto import tqdm
 
+    from treegraft_lab import costs
     from treegraft_lab.prompting import encode_prompt
 
     methods = list(dict.fromkeys(["ar", *methods]))  # ar is the reference: always run, always first
@@ -175,47 +231,62 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
         raise TreeGraftError("no prompts to benchmark")
     meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
+    profiles = {p.name: p for p in (costs.load(x) for x in model_on)}
+    keys = [(m, "wall") for m in methods] + [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
     runners, facts, skipped = {}, {}, {}
-    for m in methods:
+    for m, c in keys:
+        label = m if c == "wall" else f"{m}@{c}"
         try:
-            runners[m], facts[m] = make_runner(pair, m, budget, prune)
-            runners[m](encoded[0], min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
+            rule = prune if c == "wall" else (prune_modelled or prune)
+            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, profiles.get(c, "wall"))
+            runners[(m, c)](encoded[0], min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
         except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
             if m == "ar":
                 raise
-            skipped[m] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-            runners.pop(m, None)
-            print(f"bench: skipping {m}: {skipped[m]}", file=sys.stderr)
-    order = [m for m in methods if m in runners]
+            skipped[label] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            runners.pop((m, c), None)
+            print(f"bench: skipping {label}: {skipped[label]}", file=sys.stderr)
+    order = [k for k in keys if k in runners]
     rows = []
     bar = tqdm(total=len(prompts) * repeats * len(order), desc="bench", disable=not progress, file=sys.stderr)
     for i, (q, ids) in enumerate(zip(prompts, encoded)):
         for r in range(repeats):
             rot = order[(i + r) % len(order):] + order[:(i + r) % len(order)]
             outs = {}
-            for m in rot:
-                outs[m] = runners[m](ids, max_new_tokens)
+            for k in rot:
+                outs[k] = runners[k](ids, max_new_tokens)
                 bar.update()
-            for m in order:
-                rows.append(_record(q, ids, m, r, outs[m], outs["ar"]["token_ids"]))
+            ref = outs[("ar", "wall")]["token_ids"]
+            for m, c in order:
+                rows.append(_record(q, ids, m, r, outs[(m, c)], ref, "wall"))
+            for c, prof in profiles.items():  # the modelled clocks: tree methods rerun, HF methods priced
+                for m in methods:
+                    out = outs.get((m, c)) if m not in HF_METHODS else outs.get((m, "wall"))
+                    if out is None:
+                        continue
+                    ms = price_hf(prof, out) if m in HF_METHODS else out["modelled_ms"]
+                    rows.append(_record(q, ids, m, r, {**out, "wall_s": ms / 1000, "measured_wall_s": out["wall_s"]}, ref, c))
     bar.close()
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                 budgets={m: f["budget"] for m, f in facts.items() if "budget" in f},
-                settings={**(settings or {}), "methods": order, "max_new_tokens": max_new_tokens, "repeats": repeats,
-                          "budget": budget, "prune": prune, "warmup_tokens": warmup_tokens, "prompts": len(prompts)},
+                settings={**(settings or {}), "methods": list(dict.fromkeys(m for m, _ in order)),
+                          "max_new_tokens": max_new_tokens, "repeats": repeats, "budget": budget, "prune": prune,
+                          "warmup_tokens": warmup_tokens, "prompts": len(prompts), "model_on": list(profiles),
+                          "prune_modelled": prune_modelled or prune},
+                profiles={c: {"device": p.device, "source": p.source} for c, p in profiles.items()},
                 skipped=skipped)
     records = pd.DataFrame(rows)
     return BenchResult(records, summarize(records), meta, skipped)
 
 
-def _record(q: dict, ids: list[int], method: str, repeat: int, out: dict, ref: list[int]) -> dict:
+def _record(q: dict, ids: list[int], method: str, repeat: int, out: dict, ref: list[int], clock: str = "wall") -> dict:
     toks = out["token_ids"]
     div = next((j for j, (a, b) in enumerate(zip(toks, ref)) if a != b), None)
     if div is None and len(toks) != len(ref):
         div = min(len(toks), len(ref))
     nan = math.nan
     return {"question_id": str(q["question_id"]), "category": q["category"], "prompt_tokens": len(ids),
-            "method": method, "repeat": repeat, "new_tokens": len(toks), "wall_s": out["wall_s"],
+            "method": method, "clock": clock, "measured_wall_s": out.get("measured_wall_s", out["wall_s"]), "repeat": repeat, "new_tokens": len(toks), "wall_s": out["wall_s"],
             "tokens_per_s": len(toks) / out["wall_s"] if out["wall_s"] > 0 else nan,
             **{k: out.get(k, nan) for k in ("rounds", "accepted", "mid_calls", "draft_s", "verify_s", "forward_s",
                                             "overhead_s", "prefill_s")},
@@ -248,7 +319,15 @@ def _summary_row(rec: pd.DataFrame, pp: pd.DataFrame) -> dict:
 
 
 def summarize(records: pd.DataFrame) -> pd.DataFrame:
-    """Rows per (category, method) plus category "overall" (all prompts pooled)."""
+    """Rows per (clock, category, method) plus category "overall" (all prompts pooled); on a
+    modelled clock wall_s holds the modelled time."""
+    if "clock" not in records.columns:
+        records = records.assign(clock="wall")
+    return pd.concat([_summarize_clock(records[records.clock == c]).assign(clock=c)
+                      for c in dict.fromkeys(records.clock)], ignore_index=True)
+
+
+def _summarize_clock(records: pd.DataFrame) -> pd.DataFrame:
     pp = per_prompt_speedup(records)
     rows = []
     methods = list(dict.fromkeys(records.method))
@@ -351,16 +430,30 @@ def render_markdown(result: BenchResult) -> str:
            "Settings: " + ", ".join(f"{k}={v}" for k, v in st.items()) + f"; resolved budgets {m.get('budgets')}.", "",
            "Speedup = mean over prompts of (tokens/s) / (ar tokens/s) on the same prompt; ar = the target's plain "
            "greedy HF `generate`. A = accepted draft tokens per round, bonus EXCLUDED (A+1 includes it).", "",
-           "## Main table (speedup over ar)", "", main_table(result.summary), "",
-           "## Ablation (speedup / A)", "", ablation_table(result.summary), "",
-           "## All methods, overall", "", detail_table(result.summary), "",
-           "draft / verify / overhead: shares of round time; overhead = time outside model forwards (inside both).",
-           "match ar: share of generations identical to ar's greedy output.", ""]
+           *_clock_sections(result, "wall")]
+    for c in (c for c in dict.fromkeys(result.summary.clock) if c != "wall"):
+        prof = m.get("profiles", {}).get(c, {})
+        out += [f"# Modelled on {c}", "",
+                f"Every tree method run again deciding on the profile {c} ({prof.get('device', '')}) and timed by it "
+                "from each round's sizes; HF methods priced from their counted forwards; prefill excluded. "
+                "tokens/s and speedups below are modelled on " + c + "; ms/round and the shares are measured here. "
+                f"Profile: {prof.get('source', '')}", "", *_clock_sections(result, c, level="##")]
     if result.skipped:
         out += ["## Skipped methods", ""] + [f"- `{k}`: {v}" for k, v in result.skipped.items()] + [""]
-    for c in sorted(x for x in result.summary.category.unique() if x != "overall"):
-        out += [f"## {c}", "", detail_table(result.summary, c), ""]
+    wall = result.summary[result.summary.clock == "wall"]
+    for c in sorted(x for x in wall.category.unique() if x != "overall"):
+        out += [f"## {c}", "", detail_table(wall, c), ""]
     return "\n".join(out)
+
+
+def _clock_sections(result: BenchResult, clock: str, level: str = "##") -> list[str]:
+    s = result.summary[result.summary.clock == clock]
+    tag = "" if clock == "wall" else f", modelled on {clock}"
+    return [f"{level} Main table (speedup over ar{tag})", "", main_table(s), "",
+            f"{level} Ablation (speedup / A{tag})", "", ablation_table(s), "",
+            f"{level} All methods, overall{tag}", "", detail_table(s), "",
+            "draft / verify / overhead: shares of round time; overhead = time outside model forwards (inside both).",
+            "match ar: share of generations identical to ar's greedy output.", ""]
 
 
 def save(result: BenchResult, folder) -> None:

@@ -1,104 +1,33 @@
-"""`budget="auto"`: pick the verification budget B_ver from the target's measured cost curve.
+"""`budget="auto"` and `prune="value"`: verification budgets from the device profile's costs.
 
 A tree of B non-root nodes costs the target one forward of B + 1 tokens (the root included). On
 a GPU that costs about the same for 1 or 64 tokens; on a small CPU it grows steeply (64 tokens
-~4x one token, docs/performance.md). The best budget therefore depends on the device.
+~4x one token, docs/performance.md). The best budget therefore depends on the device, and both
+rules here read its costs from one `DeviceProfile` (treegraft_lab.costs), never from live timings.
 
-Model of one round (documented, deliberately simple):
+Model of one round for `budget="auto"` (documented, deliberately simple):
 
-- cost(B) = fixed_ms + verify_ms(B + 1), where verify_ms is measured (medians) at a few tree
-  sizes on the current device over a short synthetic cached context and linearly interpolated,
-  and fixed_ms is the drafting cost, which does not depend on B: the expected mid-drafter calls
-  per round times one measured mid call on the nodes a step grows (W, or W x k with per-parent
-  expansion), plus ~1 ms per n-gram step.
+- cost(B) = fixed_ms + target_ms(B + 1), fixed_ms the drafting cost, which does not depend on B:
+  the expected mid-drafter calls per round times one mid call on the nodes a step grows (W, or
+  W x k with per-parent expansion), plus the profile's n-gram step for the other steps.
 - tokens per round E(B) = 1 + A(B), A(B) = a_max * x / (1 + x), x = (B / half) ** power:
   accepted draft tokens grow with the budget, fast at first, and saturate at a_max (half: the
-  budget giving a_max / 2; the 1 is the bonus token). On the offline pair A grows by about a
-  quarter token per doubling of B up to ~32, then flattens; an exponential saturation fitted
-  the measured points worse. The defaults (`ACCEPTANCE`) were fitted on the offline pair
-  (docs/performance.md); override with `config.extra["acceptance"] = (a_max, half, power)`.
+  budget giving a_max / 2; the 1 is the bonus token). The defaults (`ACCEPTANCE`) were fitted on
+  the offline pair (docs/performance.md); override with `config.extra["acceptance"] = (a_max, half, power)`.
 
 The budget maximising E(B) / cost(B) over 1..`config.extra.get("max_budget", 63)` is returned.
-Cost curves are cached per (model, device, dtype), so every decoder on one pair profiles once.
 """
 
 from __future__ import annotations
 
 import math
-import time
 
-import torch
-
-from treegraft_lab import kv
 from treegraft_lab.tree import MID
 
-SIZES = (1, 4, 8, 16, 24, 32, 48, 64)  # tokens per profiled forward (root + B non-root nodes)
-CONTEXT = 256  # synthetic cached context length
 # (a_max, half, power) fitted by scripts/calibrate_budget.py on the offline pair's final drafter,
 # 6 train prompts x 64 tokens, budgets 2..63 (docs/performance.md). "small": the n-gram drafter
 # alone; "default": any schedule calling the mid drafter (fitted on 10101).
 ACCEPTANCE = {"small": (0.619, 1.5, 1.4), "default": (1.972, 3.5, 0.9)}
-SMALL_STEP_MS = 1.0
-
-_CURVES: dict[tuple, dict[int, float]] = {}
-_MID_MS: dict[tuple, float] = {}
-
-
-def _key(model) -> tuple:
-    return (id(model), getattr(model, "name_or_path", ""), str(model.device), str(model.dtype))
-
-
-def _median_ms(fn, repeats: int, cuda: bool) -> float:
-    """Median wall ms of `fn()` after one warm-up call (synchronising CUDA around each call)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        if cuda:
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        fn()
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(1000 * (time.perf_counter() - t))
-    return sorted(times)[len(times) // 2]
-
-
-def forward_cost_ms(model, n: int, context: int = CONTEXT, repeats: int = 3) -> float:
-    """Median ms of one causal forward of `n` new tokens after `context` cached ones."""
-    vocab = model.config.vocab_size
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, vocab, (context + n,), generator=g).tolist()
-    cache = kv.new_cache(model)
-    kv.prefill(model, cache, ids[:context])
-    allowed = torch.ones(n, context + n, dtype=torch.bool)
-    allowed[:, context:] = torch.ones(n, n, dtype=torch.bool).tril()
-    positions = torch.arange(context, context + n)
-
-    def step() -> None:
-        kv.masked_forward(model, cache, ids[context:], positions, allowed)
-        kv.truncate(cache, context)
-
-    return _median_ms(step, repeats, model.device.type == "cuda")
-
-
-def cost_curve(model, sizes: tuple[int, ...] = SIZES, context: int = CONTEXT, repeats: int = 3) -> dict[int, float]:
-    """{tokens: ms} for one tree forward of each size; cached per (model, device, dtype)."""
-    key = (*_key(model), sizes, context)
-    if key not in _CURVES:
-        _CURVES[key] = {n: forward_cost_ms(model, n, context, repeats) for n in sizes}
-    return _CURVES[key]
-
-
-def interpolate(curve: dict[int, float], n: float) -> float:
-    """Piecewise-linear cost at `n` tokens (flat extrapolation below, linear above)."""
-    xs = sorted(curve)
-    if n <= xs[0]:
-        return curve[xs[0]]
-    for a, b in zip(xs, xs[1:]):
-        if n <= b:
-            return curve[a] + (curve[b] - curve[a]) * (n - a) / (b - a)
-    a, b = xs[-2], xs[-1]
-    return curve[b] + (curve[b] - curve[a]) * (n - b) / (b - a)
 
 
 def accepted(budget: float, a_max: float, half: float, power: float) -> float:
@@ -125,17 +54,17 @@ def fit_acceptance(points: dict[int, float]) -> tuple[float, float, float]:
     return best[1], best[2], best[3]
 
 
-def choose_budget(curve: dict[int, float], fixed_ms: float = 0.0,
+def choose_budget(profile, fixed_ms: float = 0.0,
                   acceptance: tuple[float, float, float] = ACCEPTANCE["default"], max_budget: int = 63) -> int:
-    """The budget in 1..max_budget maximising expected tokens (bonus included) per ms."""
+    """The budget in 1..max_budget maximising expected tokens (bonus included) per ms on `profile`."""
 
     def eta(b: int) -> float:
-        return (1.0 + accepted(b, *acceptance)) / (fixed_ms + interpolate(curve, b + 1))
+        return (1.0 + accepted(b, *acceptance)) / (fixed_ms + profile.target_ms(b + 1))
 
     return max(range(1, max_budget + 1), key=eta)
 
 
-def expected_mid_calls(config, pair=None) -> float:
+def expected_mid_calls(config, pair=None, profile=None) -> float:
     """Mid calls per round implied by the schedule: adaptive from its artifact's recorded call
     rate (when it can be read), oracle and policies half the steps."""
     from treegraft_lab.config import parse_mask
@@ -146,20 +75,20 @@ def expected_mid_calls(config, pair=None) -> float:
     if name == "mid":
         return float(config.depth)
     if name == "adaptive":
-        rate = _adaptive_call_rate(config, pair)
+        rate = _adaptive_call_rate(config, pair, profile)
         if rate is not None:
             return rate * config.depth
     mask = parse_mask(config.schedule, config.depth) if isinstance(config.schedule, (str, list, tuple)) else None
     return float(sum(mask)) if mask is not None else config.depth / 2
 
 
-def _adaptive_call_rate(config, pair) -> float | None:
+def _adaptive_call_rate(config, pair, profile=None) -> float | None:
     """The share of steps at which the scheduler artifact called the mid drafter on its training data."""
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule import artifact
     from treegraft_lab.schedule.adaptive import artifact_folder
 
-    folder = artifact_folder(pair, config)
+    folder = artifact_folder(pair, config, profile)
     if folder is None:
         return None
     try:
@@ -169,25 +98,17 @@ def _adaptive_call_rate(config, pair) -> float | None:
     return float(rate) if rate is not None else None
 
 
-def mid_cost_ms(mid, width: int) -> float:
-    """One mid-drafter call on `width` new nodes (cached per model, device, dtype and size)."""
-    key = (*_key(mid), width)
-    if key not in _MID_MS:
-        _MID_MS[key] = forward_cost_ms(mid, width)
-    return _MID_MS[key]
-
-
-def auto_budget(pair, config, curve: dict[int, float] | None = None, mid_ms: float | None = None) -> int:
-    """The budget for `config` on `pair`'s device; `curve` / `mid_ms` may be injected (tests)."""
+def auto_budget(pair, config, profile) -> int:
+    """The budget for `config` on `pair` with the costs of `profile`."""
     extra = config.extra or {}
-    curve = curve if curve is not None else cost_curve(pair.target)
-    calls = expected_mid_calls(config, pair)
-    if calls and mid_ms is None:  # a call forwards about the nodes a step grows: W, or W x k per parent
+    calls = expected_mid_calls(config, pair, profile)
+    mid_ms = 0.0
+    if calls and profile.mid:  # a call forwards about the nodes a step grows: W, or W x k per parent
         n = config.width * (config.children if config.expansion == "per_parent" else 1)
-        mid_ms = mid_cost_ms(pair.mid, min(n, config.node_cap)) if getattr(pair, "mid", None) is not None else 0.0
-    fixed = calls * (mid_ms or 0.0) + (config.depth - calls) * SMALL_STEP_MS
+        mid_ms = profile.mid_ms(min(n, config.node_cap))
+    fixed = calls * mid_ms + (config.depth - calls) * profile.small_ms
     acc = extra.get("acceptance", ACCEPTANCE["small" if calls == 0 else "default"])
-    return choose_budget(curve, fixed, tuple(acc), int(extra.get("max_budget", 63)))
+    return choose_budget(profile, fixed, tuple(acc), int(extra.get("max_budget", 63)))
 
 
 class ValuePruner:
@@ -204,16 +125,16 @@ class ValuePruner:
 
         sum_{i <= k} P(v_i)  -  lam * verify_ms(k + 1)
 
-    where verify_ms is the measured cost curve and lam the run's tokens per ms so far (at least
-    1 / verify_ms(1), the rate of plain decoding): a node is worth verifying when its expected
+    where verify_ms is the profile's target curve and lam the run's tokens per ms so far, priced
+    by the same profile (at least 1 / verify_ms(1), the rate of plain decoding): a node is worth verifying when its expected
     tokens beat what the time it costs would earn otherwise. k = 0 verifies the root alone, a plain
     decoding step. Any kept subset is lossless; only speed depends on this choice.
     """
 
     PRIOR = 2.0
 
-    def __init__(self, curve: dict[int, float]) -> None:
-        self.curve = curve
+    def __init__(self, profile) -> None:
+        self.profile = profile
         self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials]
         self.tokens, self.ms = 0, 0.0
 
@@ -236,7 +157,7 @@ class ValuePruner:
 
     def rate(self) -> float:
         """lam: tokens per ms the run earns, at least plain decoding's."""
-        floor = 1.0 / interpolate(self.curve, 1)
+        floor = 1.0 / self.profile.target_ms(1)
         return max(floor, self.tokens / self.ms) if self.ms > 0 else floor
 
     def prune(self, tree, budget: int) -> list[int]:
@@ -245,16 +166,16 @@ class ValuePruner:
         order = sorted((v for v in range(1, len(tree)) if tree.alive[v]), key=lambda v: (-chance[v], tree.depth[v], v))
         order = order[:budget]
         lam = self.rate()
-        total, best, best_k = 0.0, -lam * interpolate(self.curve, 1), 0
+        total, best, best_k = 0.0, -lam * self.profile.target_ms(1), 0
         for k, v in enumerate(order, 1):
             total += chance[v]
-            value = total - lam * interpolate(self.curve, k + 1)
+            value = total - lam * self.profile.target_ms(k + 1)
             if value > best:
                 best, best_k = value, k
         return sorted([0, *order[:best_k]])
 
     def observe(self, tree, kept: list[int], path: list[int], round_ms: float) -> None:
-        """Count the round's trials and hits, and its tokens and time."""
+        """Count the round's trials and hits, and its tokens and (modelled) time."""
         on_path = set(path)
         for v in kept[1:]:
             if tree.parent[v] in on_path:

@@ -15,7 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("demo", "run the main job on the offline default pair and print what it did"),
     "generate": ("generate", "decode one prompt with TreeGraft and print text and statistics"),
     "check-lossless": ("check_lossless", "compare decoder output with plain greedy decoding"),
-    "profile": ("profile", "time the parts of a decoding round on a model pair"),
+    "profile": ("profile", "this device's cost profile (measured once, cached); --rounds: where round time goes"),
     "zoo": ("zoo", "fetch the offline target, distil and card the mid drafter"),
     "collect": ("collect", "collect scheduler trajectories by replaying every schedule"),
     "train-scheduler": ("train_scheduler", "train the value system and distil the online MLP"),

@@ -55,6 +55,11 @@ class DecodeConfig:
     expanded_graft (EG) and non_destructive (ND) switch the paper's WHERE and HOW mechanisms.
     schedule: "small", "mid", a 0/1 mask such as "10101", "adaptive", "oracle", or a policy
     object with `decide(ctx) -> bool`. call_budget: most mid calls per round (None = no cap).
+    clock: the costs every time-weighing decision reads (the scheduler's inputs, value pruning,
+    budget "auto", the oracle) and each round is priced with: "wall" (default) = this device's
+    measured profile, or a profile name ("a100-paper") or JSON file, or a `costs.DeviceProfile`.
+    Wall time is always measured and reported; with another profile the run is also reported
+    "modelled on <profile>" (it still runs the real models and stays lossless).
     """
 
     depth: int = 5
@@ -77,6 +82,7 @@ class DecodeConfig:
     call_budget: int | None = None
     seed: int | None = None
     scheduler_path: str | None = None
+    clock: Any = "wall"
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -110,6 +116,9 @@ class DecodeConfig:
         need(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
         need(isinstance(self.top_k, int) and self.top_k >= 0, f"top_k must be an integer >= 0, got {self.top_k}")
         need(self.call_budget is None or self.call_budget >= 0, "call_budget must be >= 0 or None")
+        need(isinstance(self.clock, str) and self.clock != "" or hasattr(self.clock, "target_ms"),
+             f"clock must be 'wall', a profile name such as 'a100-paper', a profile JSON file or a DeviceProfile, "
+             f"got {self.clock!r}")
         if isinstance(self.schedule, (str, list, tuple)):
             parse_mask(self.schedule, self.depth)  # raises on a bad mask
         else:
@@ -138,4 +147,6 @@ class DecodeConfig:
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["schedule"] = self.schedule_name
+        if not isinstance(self.clock, str):
+            d["clock"] = self.clock.name
         return d

@@ -5,18 +5,24 @@ mid drafter is called; a mid step chooses WHERE to graft (the candidate pool and
 frontier, in graft.py) and the proposals are grafted HOW the config says (non-destructively or
 not, graft.py). Then the tree is pruned to the verification budget, the target verifies it in
 one forward (verify.py), and the accepted tokens plus one bonus token are committed.
+
+Costs come from one `DeviceProfile` (costs.py): this device's measured one with `clock="wall"`,
+or a named or file profile. Every decision that weighs time (WHEN, value pruning, budget="auto",
+the oracle) reads the profile, never a live timing; each round is also priced from its exact
+sizes (`RoundInfo.modelled_ms`), reported beside the wall clock.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
+from treegraft_lab import costs as cost_model
 from treegraft_lab import graft
 from treegraft_lab.config import DecodeConfig, parse_mask
 from treegraft_lab.drafters import ModelDrafter, NgramDrafter
@@ -41,6 +47,7 @@ class RoundInfo:
     verify_s: float
     forward_s: float
     round_s: float
+    modelled_ms: float = math.nan  # the round priced by the decoder's profile (draft steps + verification)
 
 
 @dataclass
@@ -50,7 +57,9 @@ class Generation:
     stats: tokens_per_s (new tokens / wall time, prefill included), rounds, accepted_per_round
     (accepted draft tokens per round, bonus excluded), tokens_per_round (the same plus the bonus
     token), draft_s, verify_s, overhead_s (round time outside model forwards), prefill_s, wall_s,
-    mid_calls_per_round.
+    mid_calls_per_round; modelled_ms, modelled_tokens_per_s and modelled_on (the profile's name):
+    the rounds priced by the decoder's profile, prefill excluded (the target's, and the mid
+    drafter's deferred prompt) ("modelled on <profile>").
     """
 
     token_ids: list[int]
@@ -65,21 +74,21 @@ class TreeGraftDecoder:
     def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
         config = config or DecodeConfig()
         if overrides:
-            config = DecodeConfig(**{**config.to_dict(), "schedule": config.schedule, **overrides})
+            config = DecodeConfig(**{**config.to_dict(), "schedule": config.schedule, "clock": config.clock, **overrides})
         self.pair, self.config = pair, config
         self.tokenizer = pair.tokenizer
         self.device = pair.target.device
         if self._needs_mid(config) and pair.mid is None:
             raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
-        self.policy = make_policy(config, pair)
+        # every cost the decoder decides on: measured once per machine (cached), never inside a run
+        self.profile = cost_model.resolve(config.clock, pair)
         self.budget = config.budget if config.budget != "auto" else self._auto_budget()
+        t_tgt, t_mid = cost_model.scheduler_costs(self.profile, config, self.budget)
+        self.costs = {"t_tgt_ms": t_tgt, "t_mid_ms": t_mid}  # the scheduler's T_tgt / T_mid inputs
+        self.policy = make_policy(config, pair, self.profile)
         self.pruner = None  # budget.ValuePruner with prune="value", made per run in start()
-        if config.prune == "value":  # the cost curve is measured here, once, not inside a timed run
-            from treegraft_lab.budget import cost_curve
-
-            self._curve = cost_curve(pair.target)
         self._hooks: dict[str, list] = {}
-        self.costs = {"t_tgt_ms": float("nan"), "t_mid_ms": float("nan")}
+        self._draft_ms = 0.0  # this round's draft steps priced by the profile
         self.round_idx = 0
         self.replaying = False  # True while a round is replayed and not committed (oracle, collect)
 
@@ -132,15 +141,14 @@ class TreeGraftDecoder:
                 self.mid.pending = list(ids[:-1])
             else:
                 self.mid.prefill(ids[:-1])
+        self._prompt_backlog = len(self.mid.pending) if self.mid is not None else 0  # prefill: not priced
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
-        self._oracle = {"verify": [], "tokens": 0, "ms": 0.0}  # the oracle schedule's running totals
+        self._oracle = {"tokens": 0, "ms": 0.0}  # the oracle schedule's running totals (modelled)
         if cfg.prune == "value":
             from treegraft_lab.budget import ValuePruner
 
-            self.pruner = ValuePruner(self._curve)
-        if self.costs["t_tgt_ms"] != self.costs["t_tgt_ms"]:  # NaN: not calibrated yet
-            self._calibrate()
+            self.pruner = ValuePruner(self.profile)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -153,31 +161,16 @@ class TreeGraftDecoder:
         self._sync()
         return out, time.perf_counter() - t
 
-    def _calibrate(self) -> None:
-        """Measure one target verification and one mid call on dummy trees (the scheduler's costs)."""
-        chain = DraftTree.start(self.root)
-        for i in range(min(self.budget, 16)):
-            chain.add_child(i, self.root, 0.0, SMALL, 1)
-        kept = list(range(len(chain)))
-        _, t = self._timed(self.target.forward_tree, chain, kept)
-        self.target.rollback()
-        self.costs["t_tgt_ms"] = 1000 * t
-        if self.mid is not None:
-            pending, self.mid.pending = self.mid.pending, []  # time a call alone, not a deferred prompt
-            _, t = self._timed(self.mid.score, chain, kept[: min(len(kept), self.config.width)])
-            self.mid.rollback()
-            self.mid.pending = pending
-            self.costs["t_mid_ms"] = 1000 * t
-
     def _auto_budget(self) -> int:
         from treegraft_lab.budget import auto_budget
 
-        return auto_budget(self.pair, self.config)
+        return auto_budget(self.pair, self.config, self.profile)
 
     # ---- one round --------------------------------------------------------------------------------
     def _round(self, policy, commit: bool = True) -> tuple[RoundInfo, list[int]]:
         """Draft D steps, prune, verify, accept. Returns (info, emitted tokens)."""
         t0 = time.perf_counter()
+        self._draft_ms = 0.0
         self._emit("round.start", root=self.root, committed=len(self.ids))
         tree, schedule, calls, mid_s = self._draft(policy)
         kept = self.prune(tree)                                                 # global budget pruning
@@ -225,11 +218,14 @@ class TreeGraftDecoder:
         if call:
             pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft, cfg.lookback, expanded)  # WHERE
             fwd = graft.to_forward(tree, pool)
+            self._draft_ms += self.profile.mid_ms(self.mid_backlog() + len(fwd)) if fwd else self.profile.small_ms
             if fwd:
                 _, t = self._timed(self.mid.score, tree, fwd)
+                self._prompt_backlog = 0
             frontier = graft.top_by_score(tree, pool, cfg.width)
             proposals = self.mid.propose(tree, frontier, cfg.width, children)
         else:
+            self._draft_ms += self.profile.small_ms
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
             chain = max(1, cfg.ngram_max - (k - 1)) if cfg.ngram_chain else 1
             proposals = self.small.propose(tree, frontier, cfg.width, children, chain)
@@ -237,6 +233,12 @@ class TreeGraftDecoder:
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
         landed = set(new)
         return pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t
+
+    def mid_backlog(self) -> int:
+        """Committed tokens the mid drafter has not forwarded yet and its next call forwards too
+        (a deferred prompt excluded: prefill is not priced, as for the target)."""
+        m = self.mid
+        return 0 if m is None or m.flushed else len(m.pending) - self._prompt_backlog
 
     def _verify(self, tree: DraftTree, kept: list[int], schedule: str, calls: int, mid_s: float, t0: float,
                 commit: bool) -> tuple[RoundInfo, list[int]]:
@@ -258,15 +260,15 @@ class TreeGraftDecoder:
             self.small.index.extend(emitted)
             self.ids += emitted
             self.root = bonus
-            self._update_costs(t_fwd, mid_s, calls)
-            if self.pruner is not None:
-                self.pruner.observe(tree, kept, path, 1000 * (time.perf_counter() - t0))
+            if self.pruner is not None:  # the run's rate is modelled too: decisions never read the wall clock
+                self.pruner.observe(tree, kept, path, self._draft_ms + self.profile.target_ms(len(kept)))
         else:
             self.target.rollback()
             if self.mid is not None:
                 self.mid.rollback()
         info = RoundInfo(len(path) - 1, schedule, calls, sum(tree.alive), len(kept) - 1,
-                         t1 - t0, t2 - t1, t_fwd + mid_s, time.perf_counter() - t0)
+                         t1 - t0, t2 - t1, t_fwd + mid_s, time.perf_counter() - t0,
+                         self._draft_ms + self.profile.target_ms(len(kept)))
         self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
         return info, emitted
 
@@ -278,43 +280,33 @@ class TreeGraftDecoder:
             return False
         return bool(policy.decide(ctx))
 
-    def _update_costs(self, t_verify: float, t_mid: float, calls: int) -> None:
-        a = 0.2  # exponential moving average of the measured per-call costs
-        self.costs["t_tgt_ms"] += a * (1000 * t_verify - self.costs["t_tgt_ms"])
-        if calls:
-            self.costs["t_mid_ms"] += a * (1000 * t_mid / calls - self.costs["t_mid_ms"])
-
     def _oracle_round(self) -> tuple[RoundInfo, list[int]]:
         """Replay every binary schedule from this state; commit the best for tokens per second.
 
-        Greedy with a mid drafter: one depth-first replay sharing schedule prefixes (62 draft steps,
-        each timed) and one target forward over the union of the 32 trees (`collect.replay_all`).
-        A schedule's time is its measured draft time plus a verification cost linear in its kept
-        nodes, fitted on this run's committed verifications. Maximising each round's own
+        Greedy with a mid drafter: one depth-first replay sharing schedule prefixes (62 draft
+        steps) and one target forward over the union of the 32 trees (`replay.replay_all`). Each
+        schedule is priced by the profile from its exact sizes. Maximising each round's own
         tokens/time would not maximise the run's tokens/s, so the winner maximises
-        `tokens - lambda * time` with lambda the run's tokens/s so far (Dinkelbach); the first
-        round takes the best ratio. The winner is then drafted and verified for real.
+        `tokens - lambda * time` with lambda the run's modelled tokens/s so far (Dinkelbach); the
+        first round takes the best ratio. The winner is then drafted and verified for real.
         Otherwise (sampling, or no mid drafter) every schedule is run as a full round.
         """
-        from treegraft_lab.schedule.collect import replay_all, robust_line
+        from treegraft_lab.replay import leaf_ms, replay_all
         from treegraft_lab.schedule.policies import MaskPolicy
 
         if not (self.config.greedy and self.mid is not None):
             return self._oracle_full_rounds()
         _, leaves, _ = replay_all(self, shared_verify=True, timed=0)
-        seen = self._oracle["verify"]
-        a, b = robust_line(*map(np.array, zip(*seen))) if len(seen) >= 8 else (self.costs["t_tgt_ms"], 0.0)
         lam = self._oracle["tokens"] / self._oracle["ms"] if self._oracle["ms"] > 0 else None
 
         def value(lf: dict) -> tuple[float, int]:
-            t = lf["meas_draft_ms"] + a + b * lf["kept"]
+            t = sum(leaf_ms(self.profile, lf, self.config.depth))
             return ((lf["accepted"] + 1) / t if lam is None else lf["accepted"] + 1 - lam * t), -lf["n_mid"]
 
         best = max(leaves, key=value)
         info, emitted = self._round(MaskPolicy(tuple(int(c) for c in best["schedule"])))
-        seen.append((info.kept + 1, 1000 * info.verify_s))
         self._oracle["tokens"] += info.accepted + 1
-        self._oracle["ms"] += 1000 * info.round_s
+        self._oracle["ms"] += info.modelled_ms
         return info, emitted
 
     def _oracle_full_rounds(self) -> tuple[RoundInfo, list[int]]:
@@ -326,7 +318,7 @@ class TreeGraftDecoder:
         try:
             for bits in itertools.product((0, 1), repeat=self.config.depth):
                 info, _ = self._round(MaskPolicy(bits), commit=False)
-                eta = (info.accepted + 1) / info.round_s
+                eta = (info.accepted + 1) / info.modelled_ms
                 if best is None or eta > best[0]:
                     best = (eta, bits)
         finally:
@@ -365,9 +357,16 @@ class TreeGraftDecoder:
                 break
         out = out[:max_new_tokens]
         wall = time.perf_counter() - t0
-        gen = Generation(out, self.tokenizer.decode(out, skip_special_tokens=True), rounds, self._stats(out, rounds, wall, t_prefill))
+        stats = {**self._stats(out, rounds, wall, t_prefill), **self._modelled(out, rounds)}
+        gen = Generation(out, self.tokenizer.decode(out, skip_special_tokens=True), rounds, stats)
         self._emit("run.end", prompt_ids=ids, generation=gen)
         return gen
+
+    def _modelled(self, out: list[int], rounds: list[RoundInfo]) -> dict:
+        """The run priced by the profile (prefill excluded), labelled with the profile's name."""
+        ms = sum(r.modelled_ms for r in rounds)
+        return {"modelled_ms": ms, "modelled_tokens_per_s": 1000 * len(out) / ms if ms > 0 else 0.0,
+                "modelled_on": self.profile.name}
 
     @staticmethod
     def _stats(out: list[int], rounds: list[RoundInfo], wall: float, prefill: float) -> dict:

@@ -176,6 +176,7 @@ class Recorder:
             "nodes": info.nodes, "kept": info.kept, "draft_ms": 1000 * info.draft_s,
             "verify_ms": 1000 * info.verify_s, "forward_ms": 1000 * info.forward_s,
             "round_ms": 1000 * info.round_s, "eta": (info.accepted + 1) / info.round_s,
+            "modelled_ms": info.modelled_ms, "modelled_on": self.decoder.profile.name,
         })
 
     def _on_run_end(self, ev: HookEvent) -> None:

@@ -22,17 +22,23 @@ from treegraft_lab.commands.common import (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from treegraft_lab.bench import METHODS
+    from treegraft_lab.bench import DEFAULT_METHODS, METHODS
 
     parser.add_argument("--prompts", default="treegraft-suite", help="suite name or a JSONL file (first turn of each)")
     parser.add_argument("--split", default="eval", help="eval, train or all")
-    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, from {', '.join(METHODS)}")
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                        help=f"comma-separated, from {', '.join(METHODS)} (default: all but the oracle)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=1, help="generations per prompt and method (pooled)")
     parser.add_argument("--limit-per-category", type=int, default=None, help="first N prompts of each category")
     parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
     parser.add_argument("--budget", default="63", help="verification budget of the tree methods, or auto")
     add_prune_argument(parser)
+    parser.add_argument("--model-on", default="", metavar="PROFILES",
+                        help="comma-separated device profiles (names such as a100-paper, or JSON files) to also run the "
+                             "tree methods on and price every method with (tables labelled 'modelled on <profile>')")
+    parser.add_argument("--prune-modelled", default=None, choices=("topk", "value"),
+                        help="pruning rule on the modelled profiles (default: --prune)")
     parser.add_argument("--warmup-tokens", type=int, default=16, help="tokens of the untimed warm-up per method")
     parser.add_argument("--out", default=None, help="output folder (default: data/bench/<pair>-<timestamp>)")
     parser.add_argument("--json", action="store_true", help="print one JSON object of speedups")
@@ -63,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
                 **_drafter_info(getattr(pair, "mid_id", "")), "prompt_suite": str(args.prompts), "split": args.split,
                 "limit_per_category": args.limit_per_category, "command": "treegraft-lab " + shlex.join(cli)}
     result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
-                             args.warmup_tokens, prune=args.prune, progress=not args.json, settings=settings)
+                             args.warmup_tokens, prune=args.prune, progress=not args.json, settings=settings,
+                             model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
+                             prune_modelled=args.prune_modelled)
     out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
     bench.save(result, out)
     if args.json:

@@ -2,10 +2,11 @@
 
     treegraft-lab collect --pair smollm2-pocket --split train --shard 0/4   # one job of an array
     treegraft-lab collect --pair smollm2-pocket --merge                     # after all shards
-    treegraft-lab collect --pair smollm2-pocket --measure-costs h200.json   # on the target device
+    treegraft-lab collect --pair smollm2-pocket --profile a100-paper --out data/trajectories/smollm2-pocket-a100
 
-Timings default to a cost profile fitted on the collection's own measurements; `--costs FILE`
-times the trajectories with a profile measured elsewhere (see treegraft_lab.schedule.collect).
+Trees are pruned and priced with one device profile (treegraft_lab.costs): this device's
+measured one by default, or `--profile NAME|FILE`; the artifact trained on them is for that
+profile (see treegraft_lab.schedule.collect).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="verify (and time) every schedule alone instead of one forward over their path trie")
     parser.add_argument("--timed", type=int, default=3, help="schedules per round start verified alone, timed")
     parser.add_argument("--shard", default="0/1", help="i/n: this job collects prompts i, i+n, ...")
-    parser.add_argument("--costs", type=Path, default=None, help="cost profile JSON (default: fit own measurements)")
+    parser.add_argument("--profile", default="wall",
+                        help="device profile the trees are pruned and priced with: 'wall' (this device's, measured "
+                             "once and cached), a name such as a100-paper, or a JSON file (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=None, help="folder (default: data/trajectories/<pair>)")
     parser.add_argument("--merge", action="store_true", help="merge the shards of --out into trajectories.parquet")
-    parser.add_argument("--measure-costs", type=Path, default=None, metavar="FILE",
-                        help="measure a cost profile on this device, write it to FILE and stop")
     parser.add_argument("--mid-lag", type=int, default=0, metavar="N",
                         help="at each round start the mid drafter lags the text by 0..N tokens, as after rounds "
                              "without a mid call, so replayed calls pay that backlog (default: 0, no lag)")
@@ -80,43 +81,35 @@ def _drafter_record(mid_id: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from treegraft_lab.schedule.collect import (
-        CollectConfig,
-        CostProfile,
-        collect_shard,
-        measure_costs,
-        merge,
-    )
+    from treegraft_lab import costs
+    from treegraft_lab.schedule.collect import CollectConfig, collect_shard, merge
 
     if args.threads:
         torch.set_num_threads(args.threads)
     shard = parse_shard(args.shard)
     if args.mid_lag < 0:
         raise TreeGraftError(f"--mid-lag {args.mid_lag}: give a number of tokens >= 0")
-    costs = CostProfile.load(args.costs) if args.costs else None
     out = _out_dir(args)
     if args.merge:
-        path = merge(out, costs)
+        path = merge(out, None if args.profile == "wall" else costs.load(args.profile))
         print(json.dumps({"trajectories": str(path), **{k: v for k, v in json.loads((out / "trajectories.json").read_text()).items()
-                                                          if k in ("states", "prompts", "rows", "complete", "costs")}}, indent=1))
+                                                          if k in ("states", "prompts", "rows", "complete", "collected_with", "prune")}}, indent=1))
         return 0
     from treegraft_lab import load_pair, load_prompts
-    from treegraft_lab.prompting import encode_prompt
 
     pair = load_pair(None if args.target else args.pair, target=args.target, mid=args.mid, device=args.device,
                      dtype=args.dtype)
     out = args.out or TRAJECTORIES_DIR / pair.name.replace("/", "_")
     decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune}
     prompts = load_prompts(args.prompts, split=args.split, limit=args.limit, per_category=args.per_category)
-    if args.measure_costs:
-        prof = measure_costs(pair, encode_prompt(pair.tokenizer, prompts[0]["turns"][0]), decode)
-        prof.save(args.measure_costs)
-        print(json.dumps(prof.to_dict(), indent=1))
-        return 0
+    if not prompts:
+        raise TreeGraftError(f"no prompts in {args.prompts!r} for --split {args.split}: a file without a split field "
+                             "counts as eval, so pass --split eval or --split all")
+    profile = costs.resolve(args.profile, pair)
     cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
                         shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag)
     meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
             **_drafter_record(getattr(pair, "mid_id", ""))}
-    path = collect_shard(pair, prompts, cfg, out, costs, meta=meta, progress=not args.quiet)
+    path = collect_shard(pair, prompts, cfg, out, profile, meta=meta, progress=not args.quiet)
     print(path)
     return 0

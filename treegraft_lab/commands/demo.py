@@ -1,4 +1,9 @@
-"""`treegraft-lab demo`: decode one prompt with TreeGraft and with plain decoding, compare them."""
+"""`treegraft-lab demo`: one prompt, plain decoding against TreeGraft and HF prompt lookup.
+
+Prints this device's cost profile and what it implies, then a short table (tokens/s, speedup,
+tokens per round, lossless) measured here with the settings the profile recommends, and the same
+methods modelled on the paper's A100 profile (`a100-paper`, labelled modelled).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,6 @@ DEFAULT_PROMPT = (
     "Write a Python function `fib(n)` that returns the n-th Fibonacci number iteratively, "
     "with a docstring and two examples."
 )
-SCHEDULE = "10101"  # the paper's fixed ablation schedule: mid drafter at steps 1, 3 and 5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,20 +39,28 @@ def _load(name: str):
     return pair
 
 
-def _plain_generate(pair, prompt: str, max_new_tokens: int) -> tuple[str, int, float]:
-    """Greedy HF `generate` with the target: (text, new tokens, seconds)."""
-    import torch
+METHODS = {"ar": "plain decoding", "small": "TreeGraft all-small", "adaptive": "TreeGraft adaptive",
+           "10101": "TreeGraft fixed 10101", "hf-pld": "HF prompt lookup"}
 
-    msgs = [{"role": "user", "content": prompt}]
-    enc = pair.tokenizer.apply_chat_template(
-        msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
-    ).to(pair.device)
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        out = pair.target.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)
-    wall = time.perf_counter() - t0
-    new = out[0, enc["input_ids"].shape[1] :]
-    return pair.tokenizer.decode(new, skip_special_tokens=True), len(new), wall
+
+def recommended(prof) -> dict:
+    """Settings a device profile recommends: value pruning where every verified node costs."""
+    steep = prof.target_ms(64) / prof.target_ms(1) >= 1.3
+    return {"prune": "value" if steep else "topk", "budget": 63}
+
+
+def _table(result, clock: str) -> list[str]:
+    s = result.summary[(result.summary.clock == clock) & (result.summary.category == "overall")].set_index("method")
+    rec = result.records[result.records.clock == clock]
+    rows = [f"  {'method':<24}{'tokens/s':>9}{'speedup':>9}{'tokens/round':>14}  lossless"]
+    for m, label in METHODS.items():
+        if m not in s.index:
+            continue
+        r = s.loc[m]
+        tpr = "-" if r.tokens_per_round != r.tokens_per_round else f"{r.tokens_per_round:.2f}"
+        lossless = "yes" if bool(rec[rec.method == m].match.all()) else "NO"
+        rows.append(f"  {label:<24}{r.tokens_per_s:>9.1f}{r.speedup:>8.2f}x{tpr:>14}  {lossless}")
+    return rows
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,48 +72,30 @@ def run(args: argparse.Namespace) -> int:
     print(f"pair {pair.name}: target {pair.target_id}, mid {mid}; {pair.device}, "
           f"{str(pair.dtype).removeprefix('torch.')}; loaded in {time.perf_counter() - t0:.1f} s")  # fmt: skip
     print(f"dtype {pair.dtype_reason}; forward path: {pair.forward_path}")
+    from treegraft_lab import bench, costs
+    from treegraft_lab.commands.profile import implication
+
+    prof = costs.for_pair(pair)
+    rec = recommended(prof)
+    print(f"device profile {prof.name} ({prof.device}; {prof.source}):\n  {implication(prof)}")
+    print(f"  recommended here: prune={rec['prune']}, budget {rec['budget']} (at most; value pruning sizes each round)")
     print(f"prompt: {args.prompt}\n")
-    try:
-        from treegraft_lab.baselines import autoregressive
-        from treegraft_lab.config import DecodeConfig
-        from treegraft_lab.decoder import TreeGraftDecoder
-    except ModuleNotFoundError as e:
-        if not (e.name or "").startswith("treegraft_lab"):
-            raise
-        print(f"note: the TreeGraft decoder is not available yet ({e.name}); "
-              "plain greedy `generate` with the target instead\n")  # fmt: skip
-        text, n, wall = _plain_generate(pair, args.prompt, args.max_new_tokens)
-        print(f"plain generate: {n} tokens, {n / wall:.1f} tokens/s\n--- output ---\n{text}")
-        return 0
-
-    schedule = SCHEDULE if pair.mid is not None else "small"
+    methods = list(METHODS) if pair.mid is not None else ["ar", "small", "hf-pld"]
     if pair.mid is None:
-        print("note: no mid drafter, so TreeGraft drafts with the n-gram drafter alone\n")
-    # budget="auto": a CPU pays for every verified node, so the budget comes from a measured cost curve
-    decoder = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, budget="auto"))
-    print(f"verification budget (auto, from this device's measured cost curve): {decoder.budget} nodes")
-    decoder.generate(args.prompt, max_new_tokens=4)  # warm-up: first-call costs, calibration
-    autoregressive(pair, args.prompt, max_new_tokens=4)
-    tg = decoder.generate(args.prompt, max_new_tokens=args.max_new_tokens)
-    ar = autoregressive(pair, args.prompt, max_new_tokens=args.max_new_tokens)
-
-    s, a = tg.stats, ar.stats
-    print(f"TreeGraft (schedule {schedule}): {len(tg.token_ids)} tokens, "
-          f"{s['tokens_per_s']:.1f} tokens/s, {s['tokens_per_round']:.2f} tokens per round "
-          f"over {s['rounds']} rounds")  # fmt: skip
-    print(f"autoregressive:        {len(ar.token_ids)} tokens, {a['tokens_per_s']:.1f} tokens/s")
-    if a["tokens_per_s"] > 0:
-        print(f"speedup: {s['tokens_per_s'] / a['tokens_per_s']:.2f}x")
-    if tg.token_ids == ar.token_ids:
-        print("outputs match token for token (lossless)")
-    else:
-        at = next(
-            (i for i, (x, y) in enumerate(zip(tg.token_ids, ar.token_ids)) if x != y),
-            min(len(tg.token_ids), len(ar.token_ids)),
-        )
-        print(f"outputs differ from token {at} on. In {str(pair.dtype).removeprefix('torch.')}, a tree forward "
-              "and a one-token forward round differently and can flip a near-tie; "
-              "`treegraft-lab check-lossless --dtype float32` checks exactness")
-        print(f"\n--- autoregressive output ---\n{ar.text}")
-    print(f"\n--- TreeGraft output ---\n{tg.text}")
+        print("note: no mid drafter, so only the n-gram drafter's methods run\n")
+    result = bench.run_bench(pair, [{"question_id": "demo", "category": "demo", "turns": [args.prompt]}], methods,
+                             args.max_new_tokens, budget=rec["budget"], prune=rec["prune"], warmup_tokens=8,
+                             progress=False, model_on=["a100-paper"], prune_modelled="topk")
+    n = args.max_new_tokens
+    print(f"Measured on this machine ({prof.device}; {n} new tokens, greedy, prune={rec['prune']}):")
+    print("\n".join(_table(result, "wall")))
+    a100 = costs.load("a100-paper")
+    print("\nModelled on a100-paper (the paper's A100 step costs, not measured: data/profiles/README.md; the same "
+          "models run, every decision and every time on that profile; prune=topk, budget 63):")
+    print("\n".join(_table(result, "a100-paper")))
+    print(f"  ({implication(a100)})")
+    for k, v in result.skipped.items():
+        print(f"skipped {k}: {v}")
+    print(f"\n(speedup: tokens/s over plain decoding on the same prompt; lossless: output identical to plain decoding; "
+          f"{time.perf_counter() - t0:.0f} s in all)")
     return 0

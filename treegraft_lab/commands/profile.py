@@ -1,7 +1,14 @@
-"""`treegraft-lab profile`: time the parts of a decoding round on a model pair.
+"""`treegraft-lab profile`: this device's cost profile for a pair, measured once and cached.
 
-Prints the small drafter's step time on a long context (goal <= 1 ms at 2,000 tokens), the share
-of round time spent outside model forwards (goal <= 15%), and tokens per round per schedule.
+    treegraft-lab profile                  # measure (first call) or read the cache; print the curves
+    treegraft-lab profile --json           # the profile as JSON
+    treegraft-lab profile --plot FILE.png  # the curves as a figure
+    treegraft-lab profile --save FILE      # a copy to use elsewhere (DecodeConfig(clock=FILE), --clock FILE)
+    treegraft-lab profile --show a100-paper  # a named profile or a JSON file, no models loaded
+    treegraft-lab profile --rounds         # where a decoding round's time goes (schedules, n-gram step)
+
+The profile is what every time-weighing decision reads (treegraft_lab.costs). `--refresh`
+measures again (do it on a quiet machine: every cached decision follows it).
 """
 
 from __future__ import annotations
@@ -22,7 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedules", default="small,mid,10101")
     parser.add_argument("--budget", type=int, default=24)
     parser.add_argument("--context", type=int, default=2000, help="context length for the n-gram timing")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the profile (or --rounds' numbers) as JSON")
+    parser.add_argument("--plot", default=None, metavar="FILE", help="draw the curves into FILE (png/svg/html)")
+    parser.add_argument("--save", default=None, metavar="FILE", help="write the profile to FILE")
+    parser.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
+    parser.add_argument("--show", default=None, metavar="NAME|FILE", help="show a named or saved profile instead")
+    parser.add_argument("--rounds", action="store_true", help="time the parts of decoding rounds instead")
     add_pair_arguments(parser)
 
 
@@ -52,6 +64,85 @@ def ngram_step_ms(tokenizer, prompts: list[dict], context: int, width: int = 10,
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rounds:
+        return run_rounds(args)
+    from treegraft_lab import costs
+
+    cached = None
+    prof = costs.load(args.show) if args.show else None
+    spec = costs.spec_key(args.pair, args.target, args.mid, args.device, args.dtype)
+    if prof is None and not args.refresh:  # read the cache without importing torch or loading a model
+        prof = costs.lookup(spec)
+    if prof is None:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pair = load_pair_from_args(args, require_mid=False)
+        cached = costs.cached_path(pair)
+        prof = costs.for_pair(pair, refresh=args.refresh, progress=not args.json)
+        costs.remember(spec, pair)
+    if args.save:
+        prof.save(args.save)
+    if args.plot:
+        plot(prof, args.plot)
+    if args.json:
+        print(json.dumps(prof.to_dict()))
+        return 0
+    print(describe(prof))
+    if cached is not None:
+        print(f"cached in {cached} ({'measured now' if args.refresh else 'measured once per machine'})")
+    elif not args.show:
+        print("read from this machine's cache (`--refresh` measures again)")
+    return 0
+
+
+def describe(prof) -> str:
+    """The profile as a few lines of text, with what its curve implies."""
+    lines = [f"profile {prof.name}: {prof.device}", f"  {prof.source}", "  target forward (ms by tokens, "
+             f"{prof.context} cached): " + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.target.items()))]
+    if prof.mid:
+        lines.append("  mid-drafter call (ms by tokens forwarded): " + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.mid.items())))
+    lines.append(f"  n-gram step: {prof.small_ms:.2f} ms")
+    lines.append("  " + implication(prof))
+    return "\n".join(lines)
+
+
+def implication(prof) -> str:
+    """One line: what the curve implies for tree size and mid calls."""
+    t1, t64 = prof.target_ms(1), prof.target_ms(64)
+    text = f"a 64-token verification costs {t64 / t1:.2f}x a 1-token forward"
+    text += (": verified nodes are nearly free, grow wide trees" if t64 / t1 < 1.3 else
+             ": every verified node costs, keep trees small (prune=value or a small budget)")
+    if prof.mid:
+        r = prof.mid_ms(100) / t64
+        text += f"; a mid call on 100 tokens costs {r:.2f}x that verification"
+    return text
+
+
+def plot(prof, path: str) -> None:
+    """The target and mid curves (ms against tokens) into `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.plot(*zip(*sorted(prof.target.items())), "o-", color="#555555", label="target forward")
+    if prof.mid:
+        ax.plot(*zip(*sorted(prof.mid.items())), "o-", color="#ff7f0e", label="mid-drafter call")
+    ax.axhline(prof.small_ms, color="#1f77b4", ls=":", label=f"n-gram step {prof.small_ms:.2f} ms")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens in the forward")
+    ax.set_ylabel("ms")
+    ax.set_title(f"{prof.name}\n{prof.device}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_rounds(args: argparse.Namespace) -> int:
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.prompts import load_prompts

@@ -3,7 +3,9 @@
     treegraft-lab train-scheduler --pair smollm2-pocket
 
 Reads `data/trajectories/<pair>/trajectories.parquet` (from `collect --merge`), writes the artifact
-to `data/scheduler/<pair>/` (see treegraft_lab.schedule.artifact).
+to `data/scheduler/<pair>/<profile class>-<prune>/` (see treegraft_lab.schedule.artifact): the
+device profile the trajectories are priced with and their pruning rule are recorded, and
+`schedule="adaptive"` loads only an artifact trained for its own (pair, profile class, pruning).
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
     parser.add_argument("--trajectories", type=Path, default=None,
                         help="merged parquet (default: data/trajectories/<pair>/trajectories.parquet)")
-    parser.add_argument("--costs", type=Path, default=None, help="re-time the trajectories with this cost profile")
-    parser.add_argument("--out", type=Path, default=None, help="artifact folder (default: data/scheduler/<pair>)")
+    parser.add_argument("--profile", default=None,
+                        help="re-price the trajectories with this device profile (a name or JSON file; default: the "
+                             "one they were collected with). With prune=value, collect with that profile instead")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="artifact folder (default: data/scheduler/<pair>/<profile class>-<prune>)")
     parser.add_argument("--signals", default=None,
                         help="comma-separated signals to use instead of the CV top 6 ('release': the authors' six)")
     parser.add_argument("--folds", type=int, default=5)
@@ -42,8 +47,10 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
     import torch
 
+    from treegraft_lab import costs
     from treegraft_lab.schedule import artifact
-    from treegraft_lab.schedule.collect import CostProfile, apply_costs
+    from treegraft_lab.schedule.adaptive import profile_class
+    from treegraft_lab.schedule.collect import apply_costs
     from treegraft_lab.schedule.distill import n_params, train_pipeline
     from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS
     from treegraft_lab.schedule.value import input_names
@@ -58,12 +65,18 @@ def run(args: argparse.Namespace) -> int:
     info_path = path.with_suffix(".json")
     info = json.loads(info_path.read_text()) if info_path.is_file() else {}
     df = pd.read_parquet(path)
-    prof = CostProfile.load(args.costs) if args.costs else CostProfile(**{
-        k: (tuple(v) if isinstance(v, list) else v) for k, v in info.get("costs", {}).items() if k != "format"})
-    if args.costs:
-        df = apply_costs(df, prof)
-    if not info.get("costs") and not args.costs:
-        raise TreeGraftError(f"{info_path} (with the collection's cost profile) is missing: pass --costs FILE")
+    if not info.get("profile"):
+        raise TreeGraftError(f"{info_path} carries no device profile (missing, or an older format): "
+                             "collect and merge the trajectories again")
+    decode = info["shard_meta"][0]["collect"]["decode"]
+    prune = decode.get("prune", "topk")
+    prof = costs.DeviceProfile.from_dict(info["profile"], f"{info_path}'s profile")
+    if args.profile:
+        if prune == "value":
+            raise TreeGraftError("these trajectories were pruned by value with their own profile: collect again with "
+                                 f"`collect --profile {args.profile}` instead of re-pricing them")
+        prof = costs.load(args.profile)
+        df = apply_costs(df, prof, decode)
     splits = {m.get("split") for m in info.get("shard_meta", [])}
     if "eval" in splits or "all" in splits:
         raise TreeGraftError(f"{path} holds {sorted(splits)} prompts: train the scheduler on the train split only")
@@ -77,14 +90,14 @@ def run(args: argparse.Namespace) -> int:
     student, value, chosen, meta = train_pipeline(
         df, prof, args.pair, signals=signals, folds=args.folds, seed=args.seed, value_steps=args.value_steps,
         student_steps=args.student_steps, rank_steps=args.rank_steps,
-        offset="auto" if args.margin_offset == "auto" else float(args.margin_offset))
+        offset="auto" if args.margin_offset == "auto" else float(args.margin_offset), decode=decode)
     D = int(df["D"].iloc[0])
     lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
     weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
     record = {
         "trajectories": str(path), "rows": len(df), "prompts": int(df["qid"].nunique()),
         "round_starts": int(df["state"].nunique()), "categories": sorted(df["category"].unique().tolist()),
-        "split": sorted(s for s in splits if s), "costs": prof.to_dict(),
+        "split": sorted(s for s in splits if s), "profile": prof.to_dict(),
         "drafter": {k: info.get("shard_meta", [{}])[0].get(k) for k in ("mid_id", "mid_training", "mid_final")},
         "collection": {k: info.get("shard_meta", [{}])[0].get(k) for k in ("collect", "decode", "dtype", "threads")},
         "train_args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if not k.startswith("_")},
@@ -94,10 +107,11 @@ def run(args: argparse.Namespace) -> int:
     }
     art = artifact.SchedulerArtifact(
         args.pair, D, input_names(chosen, D), chosen, weights, student.xs.mean.tolist(), student.xs.std.tolist(),
-        student.y_mean, student.y_std, {**meta, "training": record})
+        student.y_mean, student.y_std,
+        {"profile_class": profile_class(prof), "profile_name": prof.name, "prune": prune, **meta, "training": record})
     if art.params != n_params(student.net) or art.params != artifact.PARAMS:
         raise TreeGraftError(f"the student has {art.params} parameters, expected {artifact.PARAMS}")
-    out = args.out or SCHEDULER_DIR / name
+    out = args.out or SCHEDULER_DIR / name / f"{profile_class(prof)}-{prune}"
     vw = {k: v for k, v in value.net.state_dict().items()}
     vw.update({"x_mean": torch.from_numpy(value.xs.mean), "x_std": torch.from_numpy(value.xs.std),
                "y_mean": torch.from_numpy(value.ys.mean), "y_std": torch.from_numpy(value.ys.std)})

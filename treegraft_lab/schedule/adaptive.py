@@ -19,15 +19,44 @@ from treegraft_lab.schedule import artifact as art_io
 
 
 def artifact_dir(pair_name: str) -> Path:
+    """The folder holding a pair's scheduler artifacts, one subfolder per (profile, pruning)."""
     return SCHEDULER_DIR / pair_name.replace("/", "_")
 
 
-def artifact_folder(pair, config) -> Path | None:
-    """`config.scheduler_path`, else `data/scheduler/<pair name>/`; None when neither is known."""
+def profile_class(profile) -> str:
+    """What an artifact is trained for: a named profile's name ("a100-paper"), or for a profile
+    measured on the running device its device type and dtype ("cpu-float32"): measured profiles
+    of one kind of device share artifacts (training spans 0.5-2x their costs)."""
+    if profile is None:
+        return ""
+    key = getattr(profile, "key", None) or {}
+    if key.get("device"):
+        return f"{key['device'].split(':')[0]}-{key.get('dtype', '')}"
+    return profile.name
+
+
+def artifact_folder(pair, config, profile=None) -> Path | None:
+    """`config.scheduler_path`, else `data/scheduler/<pair>/<profile class>-<prune>/`; None when
+    the pair has no name."""
     if config.scheduler_path:
         return Path(config.scheduler_path)
     name = getattr(pair, "name", None) if pair is not None else None
-    return artifact_dir(name) if name else None
+    if not name:
+        return None
+    return artifact_dir(name) / f"{profile_class(profile)}-{config.prune}" if profile is not None else artifact_dir(name)
+
+
+def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path) -> None:
+    """Refuse, in one line, an artifact trained for another pair, profile class or pruning rule."""
+    want = {"pair": pair_name, "profile": profile_class(profile), "prune": prune}
+    got = {"pair": meta.get("pair"), "profile": meta.get("profile_class"), "prune": meta.get("prune")}
+    bad = [k for k in want if want[k] and got[k] != want[k]]
+    if bad:
+        raise TreeGraftError(
+            f"the scheduler in {folder} was trained for " + ", ".join(f"{k} {got[k]!r}" for k in bad)
+            + ", not " + ", ".join(f"{want[k]!r}" for k in bad)
+            + f": use the clock and prune it was trained for, or train one with `treegraft-lab collect --profile ... "
+              f"--prune {prune}` and `treegraft-lab train-scheduler`")
 
 
 class AdaptivePolicy:
@@ -52,18 +81,24 @@ class AdaptivePolicy:
         self.last_score = math.nan
 
     @classmethod
-    def for_pair(cls, pair, config) -> AdaptivePolicy:
-        """Load `config.scheduler_path`, else `data/scheduler/<pair name>/`; check it fits."""
+    def for_pair(cls, pair, config, profile=None) -> AdaptivePolicy:
+        """The artifact for (pair, profile class, pruning), or `config.scheduler_path`; refused,
+        in one line, when it was trained for another pair, profile class, pruning or depth."""
         name = getattr(pair, "name", None) if pair is not None else None
-        folder = artifact_folder(pair, config)
+        folder = artifact_folder(pair, config, profile)
         if folder is None:
             raise TreeGraftError("schedule='adaptive' needs a pair with a name or config.scheduler_path")
+        if not (folder / art_io.META_NAME).is_file() and not config.scheduler_path and folder.parent.is_dir():
+            have = sorted(p.name for p in folder.parent.iterdir() if (p / art_io.META_NAME).is_file())
+            raise TreeGraftError(
+                f"no scheduler for pair {name!r} on profile {profile_class(profile)!r} with prune={config.prune!r} "
+                f"(looked in {folder}); trained ones: {', '.join(have) or 'none'}: pick a matching clock/prune, or "
+                f"train one with `treegraft-lab collect` and `treegraft-lab train-scheduler`")
         art = art_io.load(folder)
         if art.depth != config.depth:
             raise TreeGraftError(f"the scheduler in {folder} was trained for depth {art.depth}, but depth={config.depth}; "
                                  "use that depth or train a scheduler for this one")
-        if name and art.pair and art.pair != name and not config.scheduler_path:
-            raise TreeGraftError(f"the scheduler in {folder} was trained for pair {art.pair!r}, not {name!r}")
+        check_match({"pair": art.pair, **art.meta}, None if config.scheduler_path else name, profile, config.prune, folder)
         return cls(art)
 
     def features(self, ctx) -> list[float]:

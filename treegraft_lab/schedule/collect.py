@@ -14,264 +14,53 @@ tree is copied and the mid drafter's round state (its scored rows, slots and cac
 restored. `test_scheduler.py` checks that every replayed schedule accepts exactly what
 `TreeGraftDecoder._round` accepts with that mask.
 
-Timing. Every expansion and verification is timed (`meas_*` columns) and its size logged (frontier
-nodes for a small step, tokens forwarded for a mid step, kept nodes for a verification) in a calls
-table. The `t_draft_ms` / `t_verify_ms` columns the scheduler trains on come from a `CostProfile`
-(linear in those sizes): by default one fitted robustly to this collection's own measurements
-(noise from a shared machine averages out and the numbers are reproducible), or one given with
-`--costs FILE` (e.g. measured on the deployment GPU with `collect --measure-costs`), so that
-trajectories collected on a CPU can model another device's cost ratio.
+Costs. Every expansion and verification is timed (`meas_*` columns, a calls table; reported,
+never trained on) and its size logged (`size<k>`: tokens the mid drafter forwarded at a mid step,
+frontier nodes at an n-gram step; `kept`: nodes verified, root included). The `t_draft_ms` /
+`t_verify_ms` columns the scheduler trains on are those sizes priced by one `DeviceProfile`
+(treegraft_lab.costs): the profile the collection pruned with (this device's, or `--profile`), or
+another one at merge or training time, so trajectories collected on a CPU can model a GPU. With
+`prune="value"` the kept trees themselves depend on the profile: collect once per profile.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from treegraft_lab import kv
 from treegraft_lab.config import DecodeConfig
+from treegraft_lab.costs import DeviceProfile, scheduler_costs
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.schedule.policies import StepContext
+from treegraft_lab.replay import replay_all
 from treegraft_lab.schedule.signals import SIGNALS
-from treegraft_lab.tree import SMALL, DraftTree
-from treegraft_lab.verify import accept_greedy
 
 KINDS = ("small", "mid", "verify")
 SHARD_GLOB = "shard-*.parquet"
 
 
-# ---------------------------------------------------------------------------- cost profile
-@dataclass
-class CostProfile:
-    """Per-call costs in ms, each `a + b * n`: small step (n = frontier nodes), mid step (n = tokens
-    forwarded), verification (n = kept nodes, root included). `mid_ref` / `verify_ref` are the
-    sizes at which the context features T_mid / T_tgt are read off the profile."""
-
-    small: tuple[float, float] = (0.5, 0.0)
-    mid: tuple[float, float] = (10.0, 0.0)
-    verify: tuple[float, float] = (20.0, 0.0)
-    mid_ref: float = 30.0
-    verify_ref: float = 64.0
-    device: str = ""
-    source: str = ""
-
-    def ms(self, kind: str, n: float) -> float:
-        a, b = getattr(self, kind)
-        return a + b * n
-
-    @property
-    def t_tgt_ms(self) -> float:
-        return self.ms("verify", self.verify_ref)
-
-    @property
-    def t_mid_ms(self) -> float:
-        return self.ms("mid", self.mid_ref)
-
-    def scaled(self, mid: float = 1.0, target: float = 1.0) -> CostProfile:
-        """The profile with mid-step and verification costs multiplied (cost augmentation)."""
-        s = {k: getattr(self, k) for k in ("small", "mid_ref", "verify_ref", "device", "source")}
-        return CostProfile(mid=(self.mid[0] * mid, self.mid[1] * mid),
-                           verify=(self.verify[0] * target, self.verify[1] * target), **s)
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "format": "treegraft-costs/1"}
-
-    def save(self, path: Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-
-    @classmethod
-    def load(cls, path: str | Path) -> CostProfile:
-        try:
-            d = json.loads(Path(path).read_text())
-            kw = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-            for k in KINDS:
-                kw[k] = tuple(float(x) for x in kw[k])
-                if len(kw[k]) != 2:
-                    raise ValueError(f"{k} needs [a, b]")
-            return cls(**kw)
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise TreeGraftError(f"cost profile {path} is unreadable ({e}); it needs JSON with "
-                                 "'small', 'mid', 'verify' as [a_ms, b_ms_per_node]") from e
-
-    @classmethod
-    def fit(cls, calls: pd.DataFrame, device: str = "", source: str = "fitted") -> CostProfile:
-        """Robust linear fits per kind from a calls table (columns kind, n, ms)."""
-        kw: dict = {}
-        for k in KINDS:
-            sub = calls[calls["kind"] == k]
-            if sub.empty:
-                raise TreeGraftError(f"no '{k}' calls were measured: cannot fit a cost profile")
-            kw[k] = robust_line(sub["n"].to_numpy(float), sub["ms"].to_numpy(float))
-        mid = calls[calls["kind"] == "mid"]["n"]
-        ver = calls[calls["kind"] == "verify"]["n"]
-        return cls(**kw, mid_ref=float(mid.mean()), verify_ref=float(ver.median()), device=device, source=source)
-
-
-def robust_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """(a, b) of y ~ a + b x, least squares refitted twice without outliers (|r| > 3 MAD), b >= 0.
-
-    With too little spread in x the slope is 0 and a is the median (a constant cost).
-    """
-    keep = np.ones(len(x), dtype=bool)
-    if len(np.unique(x)) < 3 or np.ptp(x) < 4:
-        return float(np.median(y)), 0.0
-    a, b = float(np.median(y)), 0.0
-    for _ in range(3):
-        b, a = np.polyfit(x[keep], y[keep], 1)
-        if b < 0:
-            a, b = float(np.median(y[keep])), 0.0
-        r = y - (a + b * x)
-        mad = np.median(np.abs(r[keep] - np.median(r[keep]))) + 1e-9
-        keep = np.abs(r - np.median(r[keep])) < 3 * 1.4826 * mad
-        if keep.sum() < 3:
-            break
-    return float(a), float(b)
-
-
-def apply_costs(df: pd.DataFrame, prof: CostProfile) -> pd.DataFrame:
-    """Set t_draft_ms, t_verify_ms (per row) and the context features t_tgt_ms, t_mid_ms."""
+# ---------------------------------------------------------------------------- costs
+def apply_costs(df: pd.DataFrame, prof: DeviceProfile, decode: dict | None = None) -> pd.DataFrame:
+    """Price every row with `prof`: t_draft_ms (its schedule's draft steps, from their recorded
+    sizes), t_verify_ms (one target forward of the kept nodes) and the scheduler's context inputs
+    t_tgt_ms / t_mid_ms (`costs.scheduler_costs` of the collection's decode settings)."""
     df = df.copy()
-    df["t_draft_ms"] = (df["n_small"] * prof.small[0] + df["small_nodes"] * prof.small[1]
-                        + df["n_mid"] * prof.mid[0] + df["mid_tokens"] * prof.mid[1])
-    df["t_verify_ms"] = prof.verify[0] + prof.verify[1] * df["kept"]
-    df["t_tgt_ms"] = prof.t_tgt_ms
-    df["t_mid_ms"] = prof.t_mid_ms
+    D = int(df["D"].iloc[0]) if len(df) else 0
+    draft = np.zeros(len(df))
+    for k in range(1, D + 1):
+        size = df[f"size{k}"].to_numpy(float)
+        mid = df[f"s{k}"].to_numpy() == 1
+        draft += np.where(mid, [prof.mid_ms(n) if m else 0.0 for n, m in zip(size, mid)], prof.small_ms)
+    df["t_draft_ms"] = draft
+    df["t_verify_ms"] = [prof.target_ms(n) for n in df["kept"].to_numpy(float)]
+    t_tgt, t_mid = scheduler_costs(prof, DecodeConfig(**{**(decode or {}), "schedule": "small"}))
+    df["t_tgt_ms"], df["t_mid_ms"] = t_tgt, t_mid
     return df
-
-
-# ---------------------------------------------------------------------------- the replay
-def copy_tree(t: DraftTree) -> DraftTree:
-    """A copy of the tree (lists copied, children dicts copied): cheaper than deepcopy."""
-    kw = {f.name: list(getattr(t, f.name)) for f in fields(DraftTree)}
-    kw["children"] = [dict(c) for c in t.children]
-    return DraftTree(**kw)
-
-
-def _mid_state(m) -> tuple:
-    return m.flushed, dict(m.slot), dict(m.row), list(m.rows), kv.cache_len(m.cache)
-
-
-def _mid_restore(m, s: tuple) -> None:
-    m.flushed, m.slot, m.row, m.rows = s[0], dict(s[1]), dict(s[2]), list(s[3])
-    kv.truncate(m.cache, s[4])
-
-
-def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int],
-                expanded: list[int] = ()) -> tuple[list[int], list[int], int]:
-    """Draft step k through `TreeGraftDecoder.draft_step`. Returns (frontier, new, size).
-
-    size: tokens the mid drafter forwarded, pending context included (mid step), or frontier
-    nodes (small step): the cost profile's x-axis.
-    """
-    before = kv.cache_len(dec.mid.cache)
-    _, frontier, new, _, _, _ = dec.draft_step(tree, k, call, last_new, expanded)
-    return frontier, new, (kv.cache_len(dec.mid.cache) - before) if call else len(frontier)
-
-
-def path_trie(root: int, trees: list[tuple[DraftTree, list[int]]]) -> tuple[DraftTree, list[dict[int, int]]]:
-    """The union of the kept parts of `trees`, merged by token path; and each tree's node -> trie id.
-
-    A node's target logits depend only on its token path, so one forward over the trie verifies
-    every tree at once.
-    """
-    trie, maps = DraftTree.start(root), []
-    for tree, kept in trees:
-        m = {0: 0}
-        for v in kept[1:]:  # increasing ids: a parent comes before its children
-            m[v], _ = trie.add_child(m[tree.parent[v]], tree.tokens[v], 0.0, SMALL, tree.depth[v])
-        maps.append(m)
-    return trie, maps
-
-
-def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
-               max_trie: int = 1536) -> tuple[list[dict], list[dict], list[dict]]:
-    """Every schedule from the decoder's current round start, by DFS over shared prefixes.
-
-    Returns (states, leaves, calls): states are the decision points (k, prefix, signals), leaves
-    the full schedules (accepted, counts, measured times), calls the timed (kind, n, ms).
-    With `shared_verify` all 2^D trees are verified by one target forward over their path trie
-    (`path_trie`; skipped when it exceeds `max_trie` nodes) and only `timed` randomly chosen
-    schedules are also verified alone, timed, to feed the cost profile (their acceptance is
-    checked against the shared one: `leaf["check"]`). Otherwise every verification is timed.
-    """
-    cfg, D = dec.config, dec.config.depth
-    if not cfg.greedy:
-        raise TreeGraftError("collection needs greedy decoding (temperature 0): acceptance must be deterministic")
-    if dec.mid is None:
-        raise TreeGraftError("collection needs a pair with a mid drafter")
-    states: list[dict] = []
-    leaves: list[dict] = []
-    calls: list[dict] = []
-
-    finals: list[tuple[DraftTree, list[int]]] = []
-
-    def verify_alone(tree: DraftTree, kept: list[int]) -> tuple[int, float]:
-        (path, _), t = dec._timed(lambda: accept_greedy(tree, kept, dec.target.forward_tree(tree, kept)))
-        dec.target.rollback()
-        calls.append({"kind": "verify", "n": len(kept), "ms": 1000 * t})
-        return len(path) - 1, 1000 * t
-
-    def leaf(tree: DraftTree, bits: tuple[int, ...], acc: dict) -> None:
-        kept = dec.prune(tree)
-        finals.append((tree, kept))
-        leaves.append({"schedule": "".join(map(str, bits)), "accepted": -1, "kept": len(kept),
-                       "nodes": sum(tree.alive), **acc, "meas_verify_ms": math.nan, "check": True})
-
-    def visit(k: int, tree: DraftTree, bits: tuple[int, ...], last_new: list[int], expanded: list[int], acc: dict) -> None:
-        if k > D:
-            leaf(tree, bits, acc)
-            return
-        ctx = StepContext(k, D, list(bits), tree, last_new, expanded, dec.prompt_len,
-                          dec.costs["t_tgt_ms"], dec.costs["t_mid_ms"], cfg.width, cfg.ngram_max, dec.small.index,
-                          cfg.lookback)
-        states.append({"k": k, "prefix": "".join(map(str, bits)), **ctx.signals()})
-        mid0 = _mid_state(dec.mid)
-        for a in (0, 1):
-            child = copy_tree(tree) if a == 0 else tree  # the parent no longer needs its tree after the last child
-            (frontier, new, size), t = dec._timed(expand_step, dec, child, k, bool(a), last_new, expanded)
-            kind = "mid" if a else "small"
-            calls.append({"kind": kind, "n": size, "ms": 1000 * t})
-            nxt = {**acc, f"n_{kind}": acc[f"n_{kind}"] + 1, f"{kind}_{'tokens' if a else 'nodes'}":
-                   acc[f"{kind}_{'tokens' if a else 'nodes'}"] + size, "meas_draft_ms": acc["meas_draft_ms"] + 1000 * t}
-            visit(k + 1, child, bits + (a,), new, frontier, nxt)
-            _mid_restore(dec.mid, mid0)
-
-    dec.replaying = True
-    try:
-        visit(1, DraftTree.start(dec.root), (), [0], [],
-              {"n_small": 0, "small_nodes": 0, "n_mid": 0, "mid_tokens": 0, "meas_draft_ms": 0.0})
-        pick = set(random.Random(seed).sample(range(len(leaves)), min(timed, len(leaves))))
-        trie, maps = path_trie(dec.root, finals) if shared_verify else (None, [])
-        if trie is not None and len(trie) <= max_trie:
-            best = dec.target.forward_tree(trie, list(range(len(trie)))).argmax(-1)
-            dec.target.rollback()
-            for lf, (tree, kept), m in zip(leaves, finals, maps):
-                path, _ = accept_greedy(tree, kept, _onehot_rows(best, [m[v] for v in kept]))
-                lf["accepted"] = len(path) - 1
-        for i, (lf, (tree, kept)) in enumerate(zip(leaves, finals)):
-            if lf["accepted"] < 0 or i in pick:
-                acc, lf["meas_verify_ms"] = verify_alone(tree, kept)
-                lf["check"] = lf["accepted"] < 0 or acc == lf["accepted"]
-                lf["accepted"] = acc
-    finally:
-        dec.replaying = False
-    return states, leaves, calls
-
-
-def _onehot_rows(best: torch.Tensor, rows: list[int]) -> torch.Tensor:
-    """Rows whose argmax is `best[rows]` (all `accept_greedy` reads from the logits)."""
-    sel = best[rows]
-    out = torch.zeros(len(rows), int(sel.max()) + 1)
-    out[torch.arange(len(rows)), sel] = 1.0
-    return out
 
 
 def state_rows(states: list[dict], leaves: list[dict], base: dict) -> list[dict]:
@@ -317,7 +106,7 @@ def _write(df: pd.DataFrame, path: Path) -> None:
     tmp.rename(path)
 
 
-def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, costs: CostProfile | None = None,
+def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, profile: DeviceProfile | None = None,
                   meta: dict | None = None, progress: bool = True, save_every_s: float = 120.0) -> Path:
     """Collect this shard's prompts into `out_dir` (resumable: prompts already written are skipped)."""
     from tqdm.auto import tqdm
@@ -339,8 +128,9 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         old = pd.read_parquet(rows_p)
         rows, calls = old.to_dict("records"), pd.read_parquet(calls_p).to_dict("records")
         done = set(old["qid"].astype(str))
-    dcfg = DecodeConfig(**{**cfg.decode, "schedule": "mid", "temperature": 0.0})
+    dcfg = DecodeConfig(**{**cfg.decode, "schedule": "mid", "temperature": 0.0, "clock": profile or "wall"})
     dec = TreeGraftDecoder(pair, dcfg)
+    prof = dec.profile
     stop = eos_ids(pair.tokenizer, pair.target)
     rng = random.Random(f"{cfg.seed}-{i}-{n}")
     todo = [p for p in mine if str(p["question_id"]) not in done]
@@ -352,12 +142,11 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         cl = pd.DataFrame(calls)
         if df.empty:
             raise TreeGraftError("nothing was collected: no prompt produced a round start")
-        prof = costs or CostProfile.fit(cl, device=str(pair.device), source=f"fitted on {calls_p.name}")
-        _write(apply_costs(df, prof), rows_p)
+        _write(apply_costs(df, prof, cfg.decode), rows_p)
         _write(cl, calls_p)
         info = {"format": "treegraft-trajectories/1", "pair": pair.name, "shard": [i, n], "collect": asdict(cfg),
                 "decode": dcfg.to_dict(), "prompts_done": len({r["qid"] for r in rows}), "states": int(df["state"].nunique()),
-                "costs": prof.to_dict(), "costs_given": costs is not None, "complete": final, **(meta or {})}
+                "profile": prof.to_dict(), "complete": final, **(meta or {})}
         meta_p.write_text(json.dumps(info, indent=1, default=str) + "\n")
 
     state_id = max((int(r["state"].split(":")[-1]) for r in rows), default=-1) + 1 if rows else 0
@@ -387,61 +176,36 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
     return rows_p
 
 
-# ---------------------------------------------------------------------------- merge and costs
-def merge(out_dir: Path, costs: CostProfile | None = None) -> Path:
-    """Concatenate the shards of `out_dir` into trajectories.parquet, timed by one profile.
+# ---------------------------------------------------------------------------- merge
+def merge(out_dir: Path, profile: DeviceProfile | None = None) -> Path:
+    """Concatenate the shards of `out_dir` into trajectories.parquet, priced by one profile.
 
-    Without `costs` the profile is refitted on every shard's measured calls (saved as costs.json).
+    Without `profile` the shards' own (the one they were collected and pruned with) is used; all
+    shards must agree on it. The profile is saved as profile.json beside the parquet.
     """
     shards = sorted(out_dir.glob(SHARD_GLOB))
     shards = [s for s in shards if not s.name.endswith(".calls.parquet")]
     if not shards:
         raise TreeGraftError(f"no shards (shard-*.parquet) in {out_dir}: run `treegraft-lab collect` first")
     df = pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True)
-    calls = pd.concat([pd.read_parquet(s.with_suffix(".calls.parquet")) for s in shards], ignore_index=True)
     metas = [json.loads(s.with_suffix(".json").read_text()) for s in shards]
     pairs = {m["pair"] for m in metas}
     if len(pairs) > 1:
         raise TreeGraftError(f"shards in {out_dir} come from different pairs: {sorted(pairs)}")
-    prof = costs or CostProfile.fit(calls, device=metas[0]["costs"].get("device", ""), source=f"fitted on {len(shards)} shard(s)")
+    if "profile" not in metas[0]:
+        raise TreeGraftError(f"shards in {out_dir} carry no device profile (an older format): collect them again")
+    names = {m["profile"]["name"] for m in metas}
+    if len(names) > 1:
+        raise TreeGraftError(f"shards in {out_dir} were collected with different profiles {sorted(names)}: "
+                             "collect every shard with one --profile")
+    collected = DeviceProfile.from_dict(metas[0]["profile"], f"{shards[0]}'s profile")
+    prof = profile or collected
     out = out_dir / "trajectories.parquet"
-    _write(apply_costs(df, prof), out)
-    prof.save(out_dir / "costs.json")
-    info = {"format": "treegraft-trajectories/1", "pair": pairs.pop(), "shards": [m["shard"] for m in metas],
+    _write(apply_costs(df, prof, metas[0]["collect"]["decode"]), out)
+    prof.save(out_dir / "profile.json")
+    info = {"format": "treegraft-trajectories/2", "pair": pairs.pop(), "shards": [m["shard"] for m in metas],
             "complete": all(m.get("complete") for m in metas), "states": int(df["state"].nunique()),
-            "prompts": int(df["qid"].nunique()), "rows": len(df), "costs": prof.to_dict(),
-            "shard_meta": metas}
+            "prompts": int(df["qid"].nunique()), "rows": len(df), "profile": prof.to_dict(),
+            "collected_with": collected.name, "prune": metas[0]["decode"]["prune"], "shard_meta": metas}
     (out_dir / "trajectories.json").write_text(json.dumps(info, indent=1, default=str) + "\n")
     return out
-
-
-def measure_costs(pair, ids: list[int], decode: dict | None = None, reps: int = 3) -> CostProfile:
-    """Measure a cost profile on this device: verifications and mid calls over synthetic trees.
-
-    The context is `ids` (prefilled once); trees are binary-heap shaped with n nodes.
-    """
-    from treegraft_lab.decoder import TreeGraftDecoder
-
-    dec = TreeGraftDecoder(pair, DecodeConfig(**{**(decode or {}), "schedule": "mid"}))
-    dec.start(ids)
-    rows = []
-    for n in (8, 16, 24, 32, 48, 64):
-        tree = DraftTree.start(dec.root)
-        for t in range(1, n):
-            tree.add_child((t - 1) // 2, 100 + t, math.log(0.5), SMALL, 1)  # a binary-heap shape
-        nodes = list(range(len(tree)))
-        for _ in range(reps):
-            _, t = dec._timed(dec.target.forward_tree, tree, nodes)
-            dec.target.rollback()
-            rows.append({"kind": "verify", "n": len(nodes), "ms": 1000 * t})
-            _, t = dec._timed(dec.mid.score, tree, nodes)
-            dec.mid.rollback()
-            rows.append({"kind": "mid", "n": len(nodes), "ms": 1000 * t})
-            front = nodes[-dec.config.width:]
-            _, t = dec._timed(dec.small.propose, tree, front, dec.config.width)
-            rows.append({"kind": "small", "n": len(front), "ms": 1000 * t})
-    if dec.device.type == "cuda":
-        torch.cuda.synchronize(dec.device)
-    prof = CostProfile.fit(pd.DataFrame(rows), device=str(dec.device), source="measure_costs")
-    prof.verify_ref = float(dec.budget + 1)
-    return prof

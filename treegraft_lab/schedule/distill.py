@@ -206,11 +206,15 @@ def choose_offset(folds: list[tuple[Student, pd.DataFrame]], signals: Sequence[s
 # ---------------------------------------------------------------------------- the whole pipeline
 def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signals: Sequence[str] | None = None,
                    folds: int = 5, seed: int = 0, value_steps: int = 3000, student_steps: int = 4000,
-                   rank_steps: int = 1200, offset: float | str = "auto", log: Callable[[str], None] = print) -> tuple:
+                   rank_steps: int = 1200, offset: float | str = "auto", log: Callable[[str], None] = print,
+                   decode: dict | None = None) -> tuple:
     """Rank signals, fit f_theta, label margins, fit g_psi; cross-validated scores, then final fits.
 
     offset: the margin offset tau subtracted from the labels of the final student (so that online
     `g_psi > 0` means "teacher margin > tau"); "auto" picks it by the grouped CV (`choose_offset`).
+
+    prof: the DeviceProfile the rows are priced with; decode: the collection's DecodeConfig
+    settings (the scheduler's T_tgt / T_mid inputs depend on them).
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
@@ -224,7 +228,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     chosen = list(signals) if signals else list(table["signal"][:n_signals])
     log(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     log(f"chosen: {chosen}")
-    dfa = augment_costs(df, prof, seed=seed)
+    dfa = augment_costs(df, prof, seed=seed, decode=decode)
     fold = group_folds(dfa["qid"], folds, seed)
     groups = dfa["qid"].to_numpy()
     X, Y = value_inputs(dfa, chosen, D), targets(dfa)
@@ -241,7 +245,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         y_tr, y_te = (margin_labels(val.eta, s, chosen, D) for s in (st_tr, st_te))
         stu = fit_student(student_inputs(st_tr, chosen, D), y_tr, steps=student_steps, seed=seed)
         st_scores.append(student_scores(stu, student_inputs(st_te, chosen, D), y_te))
-        fitted.append((stu, apply_costs_like(df[df["qid"].isin(set(dfa["qid"][te]))], prof)))
+        fitted.append((stu, apply_costs_like(df[df["qid"].isin(set(dfa["qid"][te]))], prof, decode)))
         scales.append(float(np.std(y_tr)))
         log(f"fold {f + 1}/{folds}: student {st_scores[-1]}")
     scale = float(np.mean(scales))
@@ -253,7 +257,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     replays = [replay_policy(held, student_decider(stu, chosen, D, tau), D) for stu, held in fitted]
     r2s = {"A": r2(Y[:, 0], pred[:, 0]), "log_t_draft": r2(Y[:, 1], pred[:, 1]),
            "log_t_verify": r2(Y[:, 2], pred[:, 2]), "eta": r2(eta_true, eta_pred)}
-    held_all = apply_costs_like(df, prof)
+    held_all = apply_costs_like(df, prof, decode)
     chosen_sched = pd.concat(replays, ignore_index=True)
     cmp = compare_policies(held_all, chosen_sched)
     log(f"held-out R^2: {r2s}")
@@ -281,8 +285,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     return stu, val, chosen, meta
 
 
-def apply_costs_like(df: pd.DataFrame, prof) -> pd.DataFrame:
-    """Rows timed with the collection's own (unscaled) profile."""
+def apply_costs_like(df: pd.DataFrame, prof, decode: dict | None = None) -> pd.DataFrame:
+    """Rows priced with the training profile itself (unscaled)."""
     from treegraft_lab.schedule.collect import apply_costs
 
-    return apply_costs(df, prof)
+    return apply_costs(df, prof, decode)

@@ -65,8 +65,9 @@ class MaskPolicy:
         return bool(self.bits[ctx.k - 1])
 
 
-def make_policy(config: DecodeConfig, pair=None) -> Policy:
-    """The policy object for `config.schedule`."""
+def make_policy(config: DecodeConfig, pair=None, profile=None) -> Policy:
+    """The policy object for `config.schedule` (`profile`: the decoder's costs; adaptive picks the
+    scheduler artifact trained for it)."""
     s = config.schedule
     if s == "small":
         return MaskPolicy((0,) * config.depth, "small")
@@ -75,7 +76,7 @@ def make_policy(config: DecodeConfig, pair=None) -> Policy:
     if s == "adaptive":
         from treegraft_lab.schedule.adaptive import AdaptivePolicy
 
-        return AdaptivePolicy.for_pair(pair, config)
+        return AdaptivePolicy.for_pair(pair, config, profile)
     if s == "oracle":
         return MaskPolicy((0,) * config.depth, "oracle")  # the decoder replays every mask itself
     mask = parse_mask(s, config.depth)

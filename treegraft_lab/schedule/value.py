@@ -31,8 +31,9 @@ from sklearn.model_selection import PredefinedSplit
 from sklearn.preprocessing import StandardScaler
 from torch import nn
 
+from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.grouped_cv import group_folds, r2
-from treegraft_lab.schedule.collect import CostProfile, apply_costs
+from treegraft_lab.schedule.collect import apply_costs
 
 CONTEXT = ("log1p_prompt_len", "t_tgt_ms", "t_mid_ms", "log_tgt_over_mid", "k_over_D", "calls_over_D")
 MID_SCALES = (0.5, 0.7, 1.0, 1.4, 2.0)
@@ -76,7 +77,8 @@ def targets(df: pd.DataFrame) -> np.ndarray:
                      np.log(df["t_verify_ms"].to_numpy(float))], axis=1).astype(np.float32)
 
 
-def augment_costs(df: pd.DataFrame, prof: CostProfile, copies: int = 4, seed: int = 0) -> pd.DataFrame:
+def augment_costs(df: pd.DataFrame, prof: DeviceProfile, copies: int = 4, seed: int = 0,
+                  decode: dict | None = None) -> pd.DataFrame:
     """Each round start re-timed under `copies` distinct scalings of `prof` drawn from the grid.
 
     Several copies per round start keep the cost inputs from identifying a round start.
@@ -87,7 +89,7 @@ def augment_costs(df: pd.DataFrame, prof: CostProfile, copies: int = 4, seed: in
     for _, sub in df.groupby("state", sort=False):
         for g in rng.choice(len(grid), size=min(copies, len(grid)), replace=False):
             m, t = grid[int(g)]
-            parts.append(apply_costs(sub, prof.scaled(mid=m, target=t)).assign(cost_mid_scale=m, cost_tgt_scale=t))
+            parts.append(apply_costs(sub, prof.scaled(mid=m, target=t), decode).assign(cost_mid_scale=m, cost_tgt_scale=t))
     return pd.concat(parts, ignore_index=True)
 
 

@@ -1,0 +1,147 @@
+"""One device cost profile: measured once and cached, read by every decision, priced rounds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from tiny import tiny_pair
+
+from treegraft_lab import cli, costs
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.hooks import record
+
+IDS = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TREEGRAFT_PROFILE_CACHE", str(tmp_path / "profiles"))
+    monkeypatch.setattr(costs, "_MEMO", {})
+    return tmp_path / "profiles"
+
+
+def test_a_profile_round_trips_through_json_and_interpolates(tmp_path):
+    p = costs.DeviceProfile("toy", {1: 10.0, 9: 18.0}, {1: 2.0, 11: 12.0}, 0.5, "a toy")
+    back = costs.load(p.save(tmp_path / "toy.json"))
+    assert back == p
+    assert back.target_ms(5) == pytest.approx(14.0) and back.target_ms(0) == 10.0 and back.target_ms(17) == pytest.approx(26.0)
+    assert back.round_ms([(False, 10), (True, 6)], 9) == pytest.approx(0.5 + 7.0 + 18.0)
+    assert back.scaled(mid=2.0, target=0.5).round_ms([(True, 1)], 1) == pytest.approx(4.0 + 5.0)
+
+
+def test_the_paper_profile_loads_by_name_and_a_bad_file_says_what_to_do(tmp_path):
+    a100 = costs.load("a100-paper")
+    assert a100.small_ms == 0.92 and a100.target_ms(1) == a100.target_ms(64) == pytest.approx(66.7)
+    assert a100.mid_ms(100) == pytest.approx(40.0) and "derived" in a100.source
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "treegraft-profile/1", "name": "x", "target": {"1": -3}}))
+    with pytest.raises(TreeGraftError, match="not a usable device profile"):
+        costs.load(bad)
+    with pytest.raises(TreeGraftError, match="a100-paper"):
+        costs.load("no-such-profile")
+    with pytest.raises(TreeGraftError, match="clock must be"):
+        DecodeConfig(clock="")
+
+
+def test_the_device_profile_is_measured_once_and_then_read_from_disk(cache, monkeypatch):
+    pair = tiny_pair("llama")
+    first = costs.for_pair(pair, progress=False)
+    assert list(cache.glob("*.json")) == [costs.cached_path(pair)]
+    assert set(first.target) == set(costs.TARGET_SIZES) and set(first.mid) == set(costs.MID_SIZES)
+    values = sorted(first.target.items())
+    assert all(a[1] <= b[1] for a, b in zip(values, values[1:]))  # a longer forward never costs less
+    monkeypatch.setattr(costs, "_MEMO", {})
+    monkeypatch.setattr(costs, "measure", lambda *a, **k: pytest.fail("measured again instead of reading the cache"))
+    t = time.perf_counter()
+    again = costs.for_pair(pair)
+    assert time.perf_counter() - t < 1.0 and again == first
+
+
+def test_the_profile_command_reads_its_cache_without_loading_a_model(cache, tiny_llama_dir, tiny_qwen3_dir,
+                                                                     monkeypatch, capsys):
+    args = ["profile", "--target", str(tiny_llama_dir), "--mid", str(tiny_qwen3_dir), "--device", "cpu",
+            "--dtype", "float32", "--json"]
+    assert cli.main(args) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert measured["format"] == "treegraft-profile/1" and measured["key"]["device"] == "cpu"
+    from treegraft_lab import models
+
+    monkeypatch.setattr(models, "load_pair", lambda *a, **k: pytest.fail("loaded the models"))
+    assert cli.main(args) == 0
+    assert json.loads(capsys.readouterr().out) == measured
+    assert cli.main(["profile", "--show", "a100-paper"]) == 0
+    assert "verification costs 1.00x a 1-token forward" in capsys.readouterr().out
+
+
+def _decisions(dec, ids=IDS, n=24):
+    with record(dec) as rec:
+        gen = dec.generate(ids, max_new_tokens=n)
+    run = rec.to_run()
+    return gen, [(r.round, r.schedule, r.kept) for r in run.rounds.itertuples()]
+
+
+def test_decisions_do_not_follow_the_load_of_the_machine(cache, monkeypatch):
+    """The same prompt, pair and profile decide the same with a target forward 30 ms slower."""
+    from tests.test_scheduler import make_artifact, noisy_pair
+
+    pair = noisy_pair()
+    prof = costs.DeviceProfile("toy", {1: 20.0, 64: 40.0, 128: 80.0}, {1: 5.0, 500: 30.0}, 0.5)
+    folder = cache.parent / "art"
+    make_artifact(folder, pair="tiny-llama", profile_class="toy", prune="value")
+    cfg = DecodeConfig(schedule="adaptive", prune="value", clock=prof, scheduler_path=str(folder))
+    calm, calm_rounds = _decisions(TreeGraftDecoder(pair, cfg))
+    slow = TreeGraftDecoder(pair, cfg)
+    fwd = slow.pair.target.forward
+
+    def sleepy(*a, **k):
+        time.sleep(0.03)
+        return fwd(*a, **k)
+
+    monkeypatch.setattr(slow.pair.target, "forward", sleepy)
+    loaded, loaded_rounds = _decisions(slow)
+    assert loaded.stats["wall_s"] > calm.stats["wall_s"] + 0.03 * len(loaded_rounds)
+    assert loaded_rounds == calm_rounds and loaded.token_ids == calm.token_ids
+    assert {s for _, s, _ in calm_rounds} - {"00000"}, "the toy scheduler never called the mid drafter"
+    assert loaded.stats["modelled_ms"] == pytest.approx(calm.stats["modelled_ms"])
+
+
+def test_a_scheduler_for_another_profile_or_pruning_is_refused(tmp_path):
+    from tests.test_scheduler import make_artifact, noisy_pair
+
+    make_artifact(tmp_path, pair="tiny-llama", profile_class="a100-paper", prune="topk")
+    cfg = {"schedule": "adaptive", "scheduler_path": str(tmp_path)}
+    TreeGraftDecoder(noisy_pair(), DecodeConfig(clock="a100-paper", **cfg))  # the matching one loads
+    with pytest.raises(TreeGraftError, match="trained for profile 'a100-paper', not 'cpu-float32'"):
+        TreeGraftDecoder(noisy_pair(), DecodeConfig(**cfg))
+    with pytest.raises(TreeGraftError, match="trained for prune 'topk', not 'value'"):
+        TreeGraftDecoder(noisy_pair(), DecodeConfig(clock="a100-paper", prune="value", **cfg))
+
+
+def test_a_modelled_run_is_lossless_and_priced_from_its_rounds_sizes():
+    pair = tiny_pair("llama")
+    a100 = costs.load("a100-paper")
+    ref = TreeGraftDecoder(pair, DecodeConfig(schedule="small")).generate(IDS, max_new_tokens=20)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock="a100-paper"))
+    sizes = []
+    with dec.hooks({"step.expand": lambda ev: sizes.append((ev.data["call_mid"], ev.data["forwarded"]))}):
+        gen = dec.generate(IDS, max_new_tokens=20)
+    assert gen.token_ids == ref.token_ids
+    assert gen.stats["modelled_on"] == "a100-paper"
+    draft = sum((a100.mid_ms(len(fwd)) if fwd else a100.small_ms) if call else a100.small_ms for call, fwd in sizes)
+    verify = sum(a100.target_ms(r.kept + 1) for r in gen.rounds)
+    assert gen.stats["modelled_ms"] == pytest.approx(draft + verify, rel=1e-6)
+    assert gen.stats["modelled_tokens_per_s"] == pytest.approx(1000 * len(gen.token_ids) / (draft + verify))
+
+
+def test_the_online_path_imports_no_training_code():
+    code = ("import sys, treegraft_lab.decoder, treegraft_lab.schedule.adaptive, treegraft_lab.replay; "
+            "bad = [m for m in sys.modules if m.startswith(('treegraft_lab.schedule.collect', "
+            "'treegraft_lab.schedule.distill', 'treegraft_lab.schedule.value', 'sklearn', 'pandas'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
