@@ -131,6 +131,7 @@ TWIN_EXPECT = [None, "matplotlib-text", "widget-not-shown", "wider-than-output",
 def lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1 with a random token and temp dirs, serving copies of the notebooks."""
     ensure_chromium()
+    from treegraft_lab.costs import cache_dir as profile_cache
     from treegraft_lab.zoo.target import cache_dir
 
     runs = shared_runs_dir(tmp_path_factory)
@@ -142,7 +143,8 @@ def lab(tmp_path_factory):
         shutil.copy(NB_DIR / name, root / name)
     nbformat.write(broken_twin(), root / TWIN)
     env = {**os.environ, "SMOKE": "1", "TREEGRAFT_RUNS_DIR": str(runs), "RERECORD": "0", "HOME": str(home),
-           "TREEGRAFT_LAB_CACHE": str(cache_dir()), "JUPYTER_CONFIG_DIR": str(base / "config"),
+           "TREEGRAFT_LAB_CACHE": str(cache_dir()), "TREEGRAFT_PROFILE_CACHE": str(profile_cache()),  # measured once, shared
+           "JUPYTER_CONFIG_DIR": str(base / "config"),
            "JUPYTER_DATA_DIR": str(base / "data"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
            "IPYTHONDIR": str(base / "ipython"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     settings = base / "config/lab/user-settings/@jupyterlab"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 
+import pandas as pd
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
@@ -31,6 +32,9 @@ class IdTokenizer:
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         return "".join(f"t{int(i)} " for i in ids)
+
+    def __call__(self, text: str) -> dict:  # words to ids (the device profile times n-gram steps on real text)
+        return {"input_ids": [sum(map(ord, w)) % 64 for w in text.split()]}
 
 
 def tiny_lm(layers: int, seed: int):
@@ -121,6 +125,58 @@ def test_playground_replays_the_recorded_round_start(tiny):
     assert (df["kept"].iloc[1:] <= 8).all() and all(c.prune == "value" for c in pg.settings().values())
 
 
+def test_the_table_shows_the_profile_priced_round_beside_the_measured_one(tiny):
+    from treegraft_lab import costs
+
+    pair, run, _ = tiny
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper")
+    df = pg.replay()
+    prof = costs.load("a100-paper")
+    small = df[df["setting"] == "all-small"].iloc[0]  # D n-gram steps and one verification of the kept tree
+    assert small["modelled round (ms)"] == pytest.approx(5 * prof.small_ms + prof.target_ms(small["kept"] + 1))
+    assert small["modelled tokens/s"] == pytest.approx(1000 * (small["A (tokens)"] + 1) / small["modelled round (ms)"])
+    assert df.attrs["modelled_on"] == "a100-paper" and "modelled on a100-paper" in pg.table.value
+    assert "measured here" in pg.table.value and "NaN" not in pg.table.value
+    assert df["modelled round (ms)"].iloc[1:].notna().all()
+    assert pd.isna(df["modelled round (ms)"].iloc[0])  # the recorded round was priced on this device, not on a100-paper
+
+
+def test_the_profile_selector_changes_the_profile_every_replay_decides_on(tiny):
+    pair, run, _ = tiny
+    pg = SchedulePlayground(pair, run, round=1)
+    assert pg.clock.value == "wall" and [v for _, v in pg.clock.options] == ["wall", "a100-paper"]
+    pg.clock.value = "a100-paper"
+    assert all(c.clock == "a100-paper" for c in pg.settings().values())
+    pg.replay()
+    assert all(set(r.rounds["modelled_on"]) == {"a100-paper"} for _, r in pg.results.values())
+    pg.clock.value = "wall"
+    pg.replay()
+    here = TreeGraftDecoder(pair, DecodeConfig(schedule="small")).profile.name  # this device's measured profile
+    assert here != "a100-paper" and all(set(r.rounds["modelled_on"]) == {here} for _, r in pg.results.values())
+
+
+def test_adaptive_is_offered_only_when_a_scheduler_is_trained_for_the_chosen_profile_and_pruning(tiny, tmp_path, monkeypatch):
+    from tests.test_scheduler import make_artifact
+    from treegraft_lab import costs
+
+    pair, run, _ = tiny
+    make_artifact(tmp_path / "a100-paper-topk", pair="tiny", profile_class="a100-paper", prune="topk")
+    monkeypatch.setattr("treegraft_lab.schedule.adaptive.artifact_dir", lambda name: tmp_path)
+    pg = SchedulePlayground(pair, run, round=1, prune="topk")
+    assert "adaptive" not in pg.settings() and "not offered" in pg.adaptive.value
+    pg.clock.value = "a100-paper"
+    assert "adaptive" in pg.settings() and "not offered" not in pg.adaptive.value
+    assert "a100-paper-topk" in pg.adaptive.value
+    pg.prune.value = "value"
+    assert "adaptive" not in pg.settings() and "not offered" in pg.adaptive.value
+    pg.prune.value = "topk"
+    pg.replay()
+    steps = pg.results["adaptive"][1].steps  # the adaptive replay decided on the a100-paper costs
+    want = costs.scheduler_costs(costs.load("a100-paper"), pg.settings()["adaptive"], pg.budget.value)
+    assert steps["t_tgt_ms"].tolist() == pytest.approx([want[0]] * len(steps))
+    assert steps["t_mid_ms"].tolist() == pytest.approx([want[1]] * len(steps))
+
+
 def test_playground_without_a_pair_is_view_only():
     pg = SchedulePlayground(None, synthetic_run(rounds=2), round=1)
     assert pg.button.disabled and "No model pair" in pg.status.value
@@ -143,14 +199,16 @@ def test_pruned_switch_acts_only_on_the_verified_tree():
     assert not v.pruned.disabled
 
 
-def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny):
+def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny, tmp_path):
     """The boundary view re-scores recorded steps with the policy's own decide: same inputs, same decisions."""
-    from treegraft_lab.schedule.adaptive import AdaptivePolicy, artifact_dir
+    from tests.test_scheduler import make_artifact
+    from treegraft_lab.schedule.adaptive import AdaptivePolicy
     from treegraft_lab.schedule.artifact import load
     from treegraft_lab.viz.boundary import boundary_figure, step_inputs
 
     pair = tiny[0]
-    folder = artifact_dir("smollm2-pocket")
+    folder = tmp_path / "cpu-float32-topk"  # trained for this device's profile class, with top-k pruning
+    make_artifact(folder, pair="tiny")
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", budget=12, scheduler_path=str(folder)))
     with record(dec) as rec:
         dec.generate(PROMPT, max_new_tokens=12)

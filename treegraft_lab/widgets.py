@@ -188,27 +188,65 @@ class StepThroughViewer(W.VBox):
 # ---------------------------------------------------------------------------- schedule playground
 
 
-def adaptive_status(pair) -> str | None:
-    """None when the adaptive scheduler can run for `pair`; otherwise why it cannot."""
-    try:
-        from treegraft_lab.config import DecodeConfig
-        from treegraft_lab.schedule.policies import make_policy
+CLOCKS = (("this device (wall)", "wall"), ("paper A100 (modelled)", "a100-paper"))  # the profile selector
 
-        make_policy(DecodeConfig(schedule="adaptive"), pair)
+
+def adaptive_policy(pair, config) -> Any:
+    """The adaptive policy a decoder with `config` would run (its clock resolved to a profile as the
+    decoder does); raises TreeGraftError when no scheduler is trained for that profile and pruning."""
+    from treegraft_lab import costs
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.errors import TreeGraftError
+    from treegraft_lab.schedule.policies import make_policy
+
+    if pair is None:
+        raise TreeGraftError("no model pair")
+    cfg = DecodeConfig(**{**config.to_dict(), "schedule": "adaptive", "clock": config.clock})
+    return make_policy(cfg, pair, costs.resolve(cfg.clock, pair))
+
+
+def adaptive_status(pair, config=None) -> str | None:
+    """None when the adaptive scheduler can run for `pair` under `config` (its clock, pruning and
+    depth; default DecodeConfig()); otherwise why it cannot."""
+    from treegraft_lab.config import DecodeConfig
+
+    try:
+        adaptive_policy(pair, config or DecodeConfig())
         return None
     except Exception as e:  # noqa: BLE001 - any failure means "not available", with its reason
         return f"{type(e).__name__}: {e}"
 
 
+def trained_schedulers(pair) -> list[str]:
+    """The (profile class)-(pruning) folders holding a scheduler artifact for `pair`."""
+    from treegraft_lab.schedule.adaptive import artifact_dir
+    from treegraft_lab.schedule.artifact import META_NAME
+
+    name = getattr(pair, "name", None)
+    folder = artifact_dir(name) if name else None
+    if folder is None or not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if (p / META_NAME).is_file())
+
+
+MEASURED = ("draft (ms)", "verify (ms)", "eta (tokens/s)")  # timed on this machine
+MODELLED = {"modelled round (ms)": "round (ms)", "modelled tokens/s": "tokens/s"}  # priced by the profile
+
+
 class SchedulePlayground(W.VBox):
-    """Replay one recorded round start with your own schedule, EG/ND switches and budget.
+    """Replay one recorded round start with your own schedule, EG/ND switches, budget, pruning and
+    device profile.
 
     "replay" runs the round from the same committed context under the chosen settings and under
-    all-small, all-mid and (when its artifact exists) the adaptive scheduler, and shows A, draft
-    and verify time and eta for each, with the tree of the setting picked below the table.
+    all-small, all-mid and (when a scheduler is trained for the chosen profile and pruning) the
+    adaptive scheduler. Every decision that weighs time reads the chosen profile ("this device"
+    or the paper's A100 costs); the table shows A, the draft and verify time measured here, and
+    the round priced by the profile ("modelled on <profile>"), with the tree of the setting picked
+    below it.
     """
 
-    def __init__(self, pair, run, round: int = 0, run_id: int = 0) -> None:
+    def __init__(self, pair, run, round: int = 0, run_id: int = 0, clock: str | None = None,
+                 prune: str | None = None) -> None:
         from treegraft_lab.workbench import round_context
 
         self.pair, self.run, self.round_idx, self.run_id = pair, run, round, run_id
@@ -225,11 +263,7 @@ class SchedulePlayground(W.VBox):
             self._label(i)
         self.eg = W.Checkbox(bool(self.cfg.get("expanded_graft", True)), description="EG (expanded graft positions)", indent=False)
         self.nd = W.Checkbox(bool(self.cfg.get("non_destructive", True)), description="ND (non-destructive grafting)", indent=False)
-        budget = self.cfg.get("budget", 63)
-        self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget",
-                                  tooltip="verification budget: non-root nodes kept", layout={"width": "22em"})
-        self.prune = W.Dropdown(options=[("top-k by score (paper)", "topk"), ("value (cost-aware)", "value")],
-                                value=self.cfg.get("prune", "topk"), description="pruning", layout={"width": "22em"})
+        self._build_costs(prune, clock)
         self.button = W.Button(description="replay", button_style="primary", icon="play")
         self.button.on_click(lambda _b: self.replay())
         self.table, self.status, self.progress = W.HTML(), W.HTML(), W.HTML()
@@ -237,41 +271,81 @@ class SchedulePlayground(W.VBox):
         self.show.observe(lambda _c: self._draw(), "value")
         self.plot, self.figure = W.Output(), go.Figure()
         self.results: dict[str, tuple[Any, Any]] = {}
+        self.modelled_on = ""  # the profile that priced the last replay
         self.status.value = (f"round {round} of run {run_id}: starts after {len(self.context)} committed tokens "
                              f"({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay.")
         if pair is None:
             self.button.disabled = True
             self.status.value += " <b>No model pair given: replay is off.</b>"
         self.eg.layout.width = self.nd.layout.width = "auto"
+        self._adaptive_note()
         super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]),
                           W.HBox([self.eg, self.nd], layout={"gap": "1.5em"}), W.HBox([self.budget, self.prune]),
+                          W.HBox([self.clock, self.adaptive], layout={"align_items": "center"}),
                           W.HBox([self.button, self.progress], layout={"gap": "1em", "align_items": "center"}),
                           self.table, self.show, self.plot])
         self.add_class("tg-playground")
+
+    def _build_costs(self, prune: str | None, clock: str | None) -> None:
+        """The budget slider, the pruning and profile selectors, and the adaptive scheduler's note."""
+        budget = self.cfg.get("budget", 63)
+        self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget",
+                                  tooltip="verification budget: non-root nodes kept", layout={"width": "22em"})
+        self.prune = W.Dropdown(options=[("top-k by score (paper)", "topk"), ("value (cost-aware)", "value")],
+                                value=prune or self.cfg.get("prune", "topk"), description="pruning", layout={"width": "22em"})
+        clocks = [v for _, v in CLOCKS]
+        recorded = self.cfg.get("clock") if self.cfg.get("clock") in clocks else "wall"
+        self.clock = W.Dropdown(options=list(CLOCKS), value=clock or recorded, description="profile",
+                                tooltip="the device costs every decision reads and each round is priced with",
+                                layout={"width": "22em"})
+        self.adaptive = W.HTML(layout={"width": "auto", "margin": "0 0 0 1em"})
+        self.adaptive.add_class("tg-adaptive-note")
+        for w in (self.prune, self.clock):
+            w.observe(lambda _c: self._adaptive_note(), "value")
 
     def _label(self, i: int) -> None:
         t = self.toggles[i]
         t.description = f"{i + 1}: {'mid' if t.value else 'small'}"
         t.button_style = "warning" if t.value else "info"
 
+    def _adaptive_note(self) -> None:
+        """Say whether the adaptive scheduler is offered for the chosen profile and pruning."""
+        if self.pair is None:
+            self.adaptive.value = ""
+            return
+        ok = adaptive_status(self.pair, self.base_config()) is None
+        trained = ", ".join(trained_schedulers(self.pair)) or "none"
+        self.adaptive.value = (f'<span style="font-size:12px">adaptive: {"offered" if ok else "<b>not offered</b>"} '
+                               f"for this profile with {self.prune.value} pruning (trained: {html.escape(trained)})</span>")
+
     @property
     def mask(self) -> str:
         return "".join("1" if t.value else "0" for t in self.toggles)
 
-    def settings(self) -> dict[str, Any]:
-        """Name -> DecodeConfig of every setting a replay runs (adaptive only when available)."""
+    def base_config(self) -> Any:
+        """The replays' common DecodeConfig: the recorded run's growth rule, budget, pruning, profile."""
         from treegraft_lab.config import DecodeConfig
 
         keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "expansion", "children", "ngram_chain",
                 "max_nodes", "lookback")  # the recorded run's growth rule too
         base = {k: self.cfg[k] for k in keys if k in self.cfg}
-        base["budget"], base["prune"] = int(self.budget.value), self.prune.value
+        return DecodeConfig(**base, budget=int(self.budget.value), prune=self.prune.value, clock=self.clock.value)
+
+    def settings(self) -> dict[str, Any]:
+        """Name -> DecodeConfig of every setting a replay runs (adaptive only when a scheduler is
+        trained for the chosen profile and pruning)."""
+        from treegraft_lab.config import DecodeConfig
+
+        base = self.base_config()
+
+        def cfg(**kw: Any) -> DecodeConfig:
+            return DecodeConfig(**{**base.to_dict(), "clock": base.clock, **kw})
+
         out = {f"yours ({self.mask}{'' if self.eg.value else ', w/o EG'}{'' if self.nd.value else ', w/o ND'})":
-               DecodeConfig(**base, schedule=self.mask, expanded_graft=self.eg.value, non_destructive=self.nd.value),
-               "all-small": DecodeConfig(**base, schedule="small"),
-               "all-mid": DecodeConfig(**base, schedule="mid")}
-        if adaptive_status(self.pair) is None:
-            out["adaptive"] = DecodeConfig(**base, schedule="adaptive")
+               cfg(schedule=self.mask, expanded_graft=self.eg.value, non_destructive=self.nd.value),
+               "all-small": cfg(schedule="small"), "all-mid": cfg(schedule="mid")}
+        if adaptive_status(self.pair, base) is None:
+            out["adaptive"] = cfg(schedule="adaptive")
         return out
 
     def replay(self) -> pd.DataFrame:
@@ -286,28 +360,61 @@ class SchedulePlayground(W.VBox):
                 self.results[name] = replay_round(self.pair, self.context, cfg, prompt_len=self.prompt_len)
         finally:
             self.button.disabled = self.pair is None
-        why = adaptive_status(self.pair)
+        why = adaptive_status(self.pair, self.base_config())
         self.progress.value = f"replayed {len(self.results)} settings." + (f" Adaptive not shown: {html.escape(why[:200])}" if why else "")
         df = self.table_frame()
-        self.table.value = styled(df, ms=("draft (ms)", "verify (ms)"), decimals=2).hide(axis="index").to_html()
+        self.table.value = self.styled_table(df).to_html()
         self.show.options = list(self.results)
         self.show.value = next(iter(self.results))
         self._draw()
         return df
 
+    def _priced_on(self) -> str:
+        """The profile that priced the replays (recorded in their rounds tables)."""
+        for _info, rrun in self.results.values():
+            if "modelled_on" in rrun.rounds and len(rrun.rounds):
+                return str(rrun.rounds["modelled_on"].iloc[0])
+        return ""
+
     def table_frame(self) -> pd.DataFrame:
-        """One row per replayed setting (and the recorded round for reference)."""
+        """One row per replayed setting (and the recorded round for reference): the draft and
+        verify time and eta measured here, and the round priced by the chosen profile
+        (`attrs["modelled_on"]` names it). The recorded round's modelled cells are empty unless
+        it was priced by the same profile."""
+        self.modelled_on = self._priced_on()
         rows = []
         rec = _row(self.run.rounds, run=self.run_id, round=self.round_idx)
         if rec is not None:
-            rows.append({"setting": "recorded (original run)", "schedule": rec["schedule"], "A (tokens)": rec["accepted"],
-                         "mid calls": rec["mid_calls"], "nodes": rec["nodes"], "kept": rec["kept"],
-                         "draft (ms)": rec["draft_ms"], "verify (ms)": rec["verify_ms"], "eta (tokens/s)": rec["eta"]})
+            same = rec.get("modelled_on") == self.modelled_on and bool(self.modelled_on)
+            rows.append(self._row_of("recorded (original run)", rec["schedule"], rec["accepted"], rec["mid_calls"],
+                                     rec["nodes"], rec["kept"], rec["draft_ms"], rec["verify_ms"],
+                                     rec["eta"], rec["modelled_ms"] if same else math.nan))
         for name, (info, _run) in self.results.items():
-            rows.append({"setting": name, "schedule": info.schedule, "A (tokens)": info.accepted, "mid calls": info.mid_calls,
-                         "nodes": info.nodes, "kept": info.kept, "draft (ms)": 1000 * info.draft_s,
-                         "verify (ms)": 1000 * info.verify_s, "eta (tokens/s)": (info.accepted + 1) / info.round_s})
-        return pd.DataFrame(rows)
+            rows.append(self._row_of(name, info.schedule, info.accepted, info.mid_calls, info.nodes, info.kept,
+                                     1000 * info.draft_s, 1000 * info.verify_s, (info.accepted + 1) / info.round_s,
+                                     info.modelled_ms))
+        df = pd.DataFrame(rows)
+        df.attrs["modelled_on"] = self.modelled_on
+        return df
+
+    @staticmethod
+    def _row_of(name: str, schedule: str, a: int, calls: int, nodes: int, kept: int, draft_ms: float, verify_ms: float,
+                eta: float, modelled_ms: float) -> dict[str, Any]:
+        ms = float(modelled_ms) if modelled_ms is not None else math.nan
+        return {"setting": name, "schedule": schedule, "A (tokens)": a, "mid calls": calls, "nodes": nodes, "kept": kept,
+                "draft (ms)": draft_ms, "verify (ms)": verify_ms, "eta (tokens/s)": eta, "modelled round (ms)": ms,
+                "modelled tokens/s": 1000 * (a + 1) / ms if ms > 0 else math.nan}
+
+    def styled_table(self, df: pd.DataFrame | None = None) -> Any:
+        """`table_frame()` for display: the measured columns under "measured here", the modelled
+        ones under "modelled on <profile>"."""
+        df = self.table_frame() if df is None else df
+        on = df.attrs.get("modelled_on") or self.modelled_on or "the profile"
+        top = {c: "measured here" for c in MEASURED} | {c: f"modelled on {on}" for c in MODELLED}
+        wide = df.copy()
+        wide.columns = pd.MultiIndex.from_tuples([(top.get(c, ""), MODELLED.get(c, c)) for c in df.columns])
+        ms = [c for c in wide.columns if c[1] in ("draft (ms)", "verify (ms)", "round (ms)")]
+        return styled(wide, ms=ms, decimals=2).hide(axis="index")
 
     def _draw(self) -> None:
         if self.show.value in self.results:
