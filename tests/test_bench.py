@@ -144,15 +144,14 @@ def test_fit_acceptance_recovers_the_model():
 
 
 def test_auto_budget_reads_the_adaptive_artifacts_call_rate(tmp_path):
-    import shutil
     from types import SimpleNamespace
 
-    from treegraft_lab.schedule.adaptive import artifact_dir
+    from test_scheduler import make_artifact
 
     folder = tmp_path / "sched"
-    shutil.copytree(artifact_dir("smollm2-pocket"), folder)
+    make_artifact(folder, pair="smollm2-pocket")
     meta = json.loads((folder / "scheduler.json").read_text())
-    meta["student_train"]["call_rate"] = 0.2
+    meta["student_train"] = {"call_rate": 0.2}
     (folder / "scheduler.json").write_text(json.dumps(meta))
     cfg = DecodeConfig(schedule="adaptive", scheduler_path=str(folder))
     assert budget.expected_mid_calls(cfg, SimpleNamespace(name="smollm2-pocket")) == pytest.approx(1.0)
@@ -212,3 +211,22 @@ def test_value_pruning_calibrates_each_drafters_chances_from_what_the_target_acc
     slow = ValuePruner(DeviceProfile("t", {1: 50.0, 64: 50.0}))
     slow.observe(tree, [0], [0], 500.0)  # 1 token in 500 ms: the rate never drops below 1 / 50
     assert slow.rate() == pytest.approx(1 / 50)
+
+
+def test_a_modelled_clock_reruns_the_tree_methods_and_prices_the_hf_ones():
+    pair = tiny_pair("llama", scale=4.0)
+    prompts = [{"question_id": "q1", "category": "c", "turns": [[5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]]}]
+    res = bench.run_bench(pair, prompts, ["ar", "hf-pld", "small", "10101"], max_new_tokens=8, warmup_tokens=2,
+                          progress=False, model_on=["a100-paper"])
+    rec = res.records.set_index(["clock", "method"])
+    assert set(res.records.clock) == {"wall", "a100-paper"} and len(res.records) == 8
+    from treegraft_lab import costs
+
+    a100 = costs.load("a100-paper")
+    ar = rec.loc[("a100-paper", "ar")]
+    assert ar.wall_s == pytest.approx(ar.new_tokens * a100.target_ms(1) / 1000)  # one 1-token forward per token
+    assert ar.measured_wall_s == rec.loc[("wall", "ar")].wall_s
+    assert rec.loc[("a100-paper", "10101")].match  # rerun deciding on the A100 profile, still lossless
+    js = res.to_json()
+    assert set(js["modelled"]["a100-paper"]["overall"]) == {"ar", "hf-pld", "small", "10101"}
+    assert "# Modelled on a100-paper" in bench.render_markdown(res)

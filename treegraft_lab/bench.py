@@ -213,11 +213,13 @@ def _sync(device) -> None:
 def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = DEFAULT_METHODS, max_new_tokens: int = 128,
               repeats: int = 1, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
               settings: dict | None = None, prune: str = "topk", model_on: list[str] | tuple[str, ...] = (),
-              prune_modelled: str | None = None) -> BenchResult:
+              prune_modelled: str | None = None, model_only: bool = False) -> BenchResult:
     """Run every method on every prompt (first turn, chat template applied) and summarise.
 
     model_on: profiles (names or files) to also run and price the methods on (see the module
-    docstring); prune_modelled: the pruning rule there (default: `prune`)."""
+    docstring); prune_modelled: the pruning rule there (default: `prune`); model_only: run the
+    tree methods on the modelled clocks only (the wall clock then has ar and the HF methods, which
+    the modelled clocks price)."""
     from tqdm.auto import tqdm
 
     from treegraft_lab import costs
@@ -232,7 +234,8 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
     profiles = {p.name: p for p in (costs.load(x) for x in model_on)}
-    keys = [(m, "wall") for m in methods] + [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
+    keys = [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
+    keys += [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
     runners, facts, skipped = {}, {}, {}
     for m, c in keys:
         label = m if c == "wall" else f"{m}@{c}"
@@ -258,7 +261,8 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
                 bar.update()
             ref = outs[("ar", "wall")]["token_ids"]
             for m, c in order:
-                rows.append(_record(q, ids, m, r, outs[(m, c)], ref, "wall"))
+                if c == "wall":
+                    rows.append(_record(q, ids, m, r, outs[(m, c)], ref, "wall"))
             for c, prof in profiles.items():  # the modelled clocks: tree methods rerun, HF methods priced
                 for m in methods:
                     out = outs.get((m, c)) if m not in HF_METHODS else outs.get((m, "wall"))

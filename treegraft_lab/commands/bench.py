@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "tree methods on and price every method with (tables labelled 'modelled on <profile>')")
     parser.add_argument("--prune-modelled", default=None, choices=("topk", "value"),
                         help="pruning rule on the modelled profiles (default: --prune)")
+    parser.add_argument("--model-only", action="store_true",
+                        help="with --model-on: run the tree methods on the modelled profiles only (not on the wall clock)")
     parser.add_argument("--warmup-tokens", type=int, default=16, help="tokens of the untimed warm-up per method")
     parser.add_argument("--out", default=None, help="output folder (default: data/bench/<pair>-<timestamp>)")
     parser.add_argument("--json", action="store_true", help="print one JSON object of speedups")
@@ -71,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
                              args.warmup_tokens, prune=args.prune, progress=not args.json, settings=settings,
                              model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
-                             prune_modelled=args.prune_modelled)
+                             prune_modelled=args.prune_modelled, model_only=args.model_only)
     out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
     bench.save(result, out)
     if args.json:

@@ -24,13 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="scheduler_command", metavar="ACTION")
     p = sub.add_parser("info", help="parameter count, signals, CV table, R^2, decision overhead")
     p.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
-    p.add_argument("--path", type=Path, default=None, help="artifact folder (default: data/scheduler/<pair>)")
+    p.add_argument("--path", type=Path, default=None,
+                   help="artifact folder (default: data/scheduler/<pair>/<profile class>-<prune> of --clock, --prune)")
+    p.add_argument("--clock", default="wall", help="the profile the artifact is for: wall (this device) or a name")
+    p.add_argument("--prune", default="value", choices=("topk", "value"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--no-measure", action="store_true", help="skip the overhead measurement (no model loaded)")
     p.add_argument("--max-new", type=int, default=48, help="tokens decoded for the overhead measurement")
     r = sub.add_parser("replay", help="modelled tokens/s of the artifact's decisions on collected trajectories")
     r.add_argument("--pair", default="smollm2-pocket")
-    r.add_argument("--path", type=Path, default=None, help="artifact folder (default: data/scheduler/<pair>)")
+    r.add_argument("--path", type=Path, default=None, help="artifact folder (default: as for info)")
+    r.add_argument("--clock", default="wall", help="the profile the artifact is for: wall (this device) or a name")
+    r.add_argument("--prune", default="value", choices=("topk", "value"))
     r.add_argument("--trajectories", type=Path, required=True, help="a merged trajectories.parquet (e.g. eval)")
     r.add_argument("--json", action="store_true")
     c = sub.add_parser("compare", help="small interleaved tokens/s comparison of schedules on real decodes")
@@ -54,9 +59,10 @@ def measure_overhead(pair_name: str, folder: Path, max_new: int = 48) -> dict:
     from treegraft_lab import load_pair, load_prompts
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.schedule.adaptive import settings_of
 
     pair = load_pair(pair_name)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=str(folder)))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=str(folder), **settings_of(folder)))
     policy, decide_ms = dec.policy, []
     inner = policy.decide
 
@@ -159,7 +165,7 @@ def _print_table(rep: dict) -> None:
 def run(args: argparse.Namespace) -> int:
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule import artifact
-    from treegraft_lab.schedule.adaptive import artifact_dir
+    from treegraft_lab.schedule.adaptive import default_folder
 
     if args.scheduler_command == "compare":
         if args.merge:
@@ -178,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{cat:<16}" + "".join(f"{row[s]:>10.2f}" for s in scheds))
         return 0
     if args.scheduler_command == "replay":
-        res = replay(args, args.path or artifact_dir(args.pair))
+        res = replay(args, args.path or default_folder(args.pair, args.clock, args.prune))
         if args.json:
             print(json.dumps(res, indent=1))
         else:
@@ -188,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.scheduler_command != "info":
         raise TreeGraftError("use `treegraft-lab scheduler info [--pair NAME] [--json]` or `scheduler compare`")
-    folder = args.path or artifact_dir(args.pair)
+    folder = args.path or default_folder(args.pair, args.clock, args.prune)
     art = artifact.load(folder)
     m = art.meta
     out = {"pair": art.pair, "path": str(folder), "params": art.params, "depth": art.depth, "inputs": art.inputs,

@@ -46,6 +46,30 @@ def artifact_folder(pair, config, profile=None) -> Path | None:
     return artifact_dir(name) / f"{profile_class(profile)}-{config.prune}" if profile is not None else artifact_dir(name)
 
 
+def settings_of(folder: Path) -> dict:
+    """The DecodeConfig settings an artifact was trained for: {"clock": ..., "prune": ...} ("wall"
+    for a class of measured profiles, else the named profile)."""
+    meta = art_io.read_meta(folder)
+    cls = meta.get("profile_class", "")
+    named = cls and not cls.startswith(("cpu-", "cuda-", "mps-"))
+    return {"clock": cls if named else "wall", "prune": meta.get("prune", "topk")}
+
+
+def default_folder(pair_name: str, clock: str = "wall", prune: str = "value") -> Path:
+    """The artifact folder for a pair under `clock` and `prune`, without loading a model (for
+    "wall": this machine's device type and the dtype `dtype="auto"` picks)."""
+    if clock == "wall":
+        from treegraft_lab.models import resolve_device, resolve_dtype
+
+        dev = resolve_device("auto")
+        cls = f"{dev.type}-{str(resolve_dtype('auto', dev)).removeprefix('torch.')}"
+    else:
+        from treegraft_lab import costs
+
+        cls = profile_class(costs.load(clock))
+    return artifact_dir(pair_name) / f"{cls}-{prune}"
+
+
 def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path) -> None:
     """Refuse, in one line, an artifact trained for another pair, profile class or pruning rule."""
     want = {"pair": pair_name, "profile": profile_class(profile), "prune": prune}
