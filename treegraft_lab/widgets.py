@@ -217,6 +217,14 @@ def adaptive_status(pair, config=None) -> str | None:
         return f"{type(e).__name__}: {e}"
 
 
+def scheduler_name(pair, config) -> str:
+    """The artifact folder name ("<profile class>-<pruning>") a decoder with `config` loads."""
+    from treegraft_lab import costs
+    from treegraft_lab.schedule.adaptive import artifact_folder
+
+    return artifact_folder(pair, config, costs.resolve(config.clock, pair)).name
+
+
 def trained_schedulers(pair) -> list[str]:
     """The (profile class)-(pruning) folders holding a scheduler artifact for `pair`."""
     from treegraft_lab.schedule.adaptive import artifact_dir
@@ -313,10 +321,12 @@ class SchedulePlayground(W.VBox):
         if self.pair is None:
             self.adaptive.value = ""
             return
-        ok = adaptive_status(self.pair, self.base_config()) is None
-        trained = ", ".join(trained_schedulers(self.pair)) or "none"
-        self.adaptive.value = (f'<span style="font-size:12px">adaptive: {"offered" if ok else "<b>not offered</b>"} '
-                               f"for this profile with {self.prune.value} pruning (trained: {html.escape(trained)})</span>")
+        cfg = self.base_config()
+        if adaptive_status(self.pair, cfg) is None:
+            text = f"adaptive: offered (scheduler {scheduler_name(self.pair, cfg)})"
+        else:
+            text = f"adaptive: <b>not offered</b> (trained: {', '.join(trained_schedulers(self.pair)) or 'none'})"
+        self.adaptive.value = f'<span style="font-size:12px">{text}</span>'
 
     @property
     def mask(self) -> str:
