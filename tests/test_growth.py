@@ -138,6 +138,13 @@ def test_ngram_chains_shrink_by_one_token_per_step():
     tree = DraftTree.start(10)
     dec.draft_step(tree, 1, False, [0], [])
     assert max(tree.depth) == 1
+    dec.config = DecodeConfig(schedule="small", chain_len=9)  # a fixed length, as prompt lookup drafts
+    for k in (1, 5):
+        tree = DraftTree.start(10)
+        dec.draft_step(tree, k, False, [0], [])
+        assert max(tree.depth) == 9 and tree.path_tokens(len(tree) - 1) == list(range(10, 20))
+    with pytest.raises(TreeGraftError, match="chain_len"):
+        DecodeConfig(chain_len=0)
 
 
 def test_each_small_frontier_parent_backs_off_until_it_has_k_distinct_first_tokens():

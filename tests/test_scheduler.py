@@ -399,3 +399,16 @@ def test_scheduler_compare_rejects_a_bad_budget_before_loading_models(capsys):
     assert cli.main(["scheduler", "compare", "--budget", "0"]) == 2
     assert "budget must be an integer >= 1" in capsys.readouterr().err
     assert cli.main(["scheduler", "compare", "--budget", "lots"]) == 2
+
+
+def test_a_warm_collection_reaches_its_round_starts_by_decoding(tmp_path, tiny_llama_dir, tiny_qwen3_dir):
+    out = tmp_path / "warm"
+    args = ["collect", "--target", str(tiny_llama_dir), "--mid", str(tiny_qwen3_dir), "--limit", "1", "--states", "2",
+            "--max-new", "12", "--out", str(out), "--quiet", "--device", "cpu", "--dtype", "float32", "--warm",
+            "--prune", "value"]
+    assert cli.main(args) == 0 and cli.main(["collect", "--merge", "--out", str(out)]) == 0
+    df = pd.read_parquet(out / "trajectories.parquet")
+    info = json.loads((out / "trajectories.json").read_text())
+    assert info["prune"] == "value" and info["shard_meta"][0]["collect"]["warm"] is True
+    assert df["state"].nunique() >= 1 and len(df) == 160 * df["state"].nunique()
+    assert (df.groupby("state")["position"].first() >= 0).all()

@@ -44,7 +44,7 @@ class DecodeConfig:
     up to 100 new nodes a step); "global" keeps only the global top-W children over the whole
     frontier (at most W new nodes a step: small trees, for devices where every node costs).
     ngram_chain: each n-gram continuation is added as a chain of up to max(1, ngram_max - (step-1))
-    tokens. max_nodes: drafting cap on live nodes (None: 1 + children + depth * width * children, 511
+    tokens (`chain_len`: a fixed length instead, e.g. 10 as in prompt lookup). max_nodes: drafting cap on live nodes (None: 1 + children + depth * width * children, 511
     by default); the tree is cut only once, to the budget. lookback: at a mid step the reselection
     pool is every live node whose depth is within `lookback` depths above the deepest frontier depth
     (5 with D = 5: every depth up to the frontier, root included); None: every live node the mid
@@ -67,6 +67,7 @@ class DecodeConfig:
     expansion: str = "per_parent"
     children: int = 10
     ngram_chain: bool = True
+    chain_len: int | None = None
     max_nodes: int | None = None
     lookback: int | None = 5
     budget: int | str = 63
@@ -97,6 +98,9 @@ class DecodeConfig:
              f"(the global top-W children of the frontier), got {self.expansion!r}")
         need(isinstance(self.children, int) and self.children >= 1, f"children must be an integer >= 1, got {self.children!r}")
         need(isinstance(self.ngram_chain, bool), f"ngram_chain must be True or False, got {self.ngram_chain!r}")
+        need(self.chain_len is None or (isinstance(self.chain_len, int) and self.chain_len >= 1),
+             f"chain_len must be an integer >= 1 (tokens per n-gram chain) or None (the release's lengths), "
+             f"got {self.chain_len!r}")
         need(self.max_nodes is None or (isinstance(self.max_nodes, int) and self.max_nodes >= 2),
              f"max_nodes (the drafting cap, root included) must be an integer >= 2 or None, got {self.max_nodes!r}")
         need(self.lookback is None or (isinstance(self.lookback, int) and self.lookback >= 0),

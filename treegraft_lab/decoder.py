@@ -227,7 +227,7 @@ class TreeGraftDecoder:
         else:
             self._draft_ms += self.profile.small_ms
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
-            chain = max(1, cfg.ngram_max - (k - 1)) if cfg.ngram_chain else 1
+            chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
             proposals = self.small.propose(tree, frontier, cfg.width, children, chain)
         n0 = len(tree)
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW

@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mid-lag", type=int, default=0, metavar="N",
                         help="at each round start the mid drafter lags the text by 0..N tokens, as after rounds "
                              "without a mid call, so replayed calls pay that backlog (default: 0, no lag)")
+    parser.add_argument("--warm", action="store_true",
+                        help="reach each round start by decoding the prompt with all-small rounds (value pruning's "
+                             "calibration and the mid drafter's backlog as in a real decode) instead of starting fresh")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--depth", type=int, default=5)
     parser.add_argument("--width", type=int, default=10)
@@ -107,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
                              "counts as eval, so pass --split eval or --split all")
     profile = costs.resolve(args.profile, pair)
     cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
-                        shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag)
+                        shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag,
+                        warm=args.warm)
     meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
             **_drafter_record(getattr(pair, "mid_id", ""))}
     path = collect_shard(pair, prompts, cfg, out, profile, meta=meta, progress=not args.quiet)

@@ -93,6 +93,10 @@ class CollectConfig:
     # tokens at each round start, as after rounds without a mid call (`ModelDrafter.unforward`): the first
     # mid call of a replay then pays the backlog a decode that calls it rarely pays. 0: no lag.
     mid_lag: int = 0
+    # Reach each round start by decoding the prompt with all-small rounds (one decode per prompt)
+    # instead of starting fresh there: value pruning's calibration, its run rate and the mid
+    # drafter's backlog are then as a decoder that rarely calls the mid drafter has them.
+    warm: bool = False
 
 
 def shard_paths(out_dir: Path, shard: tuple[int, int]) -> tuple[Path, Path, Path]:
@@ -153,12 +157,21 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
     for p in todo:
         ids = encode_prompt(pair.tokenizer, p["turns"][0])
         spots = sorted(rng.sample(range(cfg.max_new), min(cfg.states, cfg.max_new)))
-        cont = autoregressive(pair, ids, max_new_tokens=spots[-1]).token_ids if spots[-1] else []
-        ended = bool(cont) and cont[-1] in stop  # no round starts after the end of the answer
-        spots = [j for j in spots if j < len(cont) + (not ended)]
-        for j in spots:
-            dec.start(ids + cont[:j])
+        if not cfg.warm:
+            cont = autoregressive(pair, ids, max_new_tokens=spots[-1]).token_ids if spots[-1] else []
+            ended = bool(cont) and cont[-1] in stop  # no round starts after the end of the answer
+            spots = [j for j in spots if j < len(cont) + (not ended)]
+        if cfg.warm:  # one decode per prompt, from the prompt through every round start
+            dec.start(ids)
             dec.prompt_len = len(ids)
+        for j in spots:
+            if cfg.warm:
+                if not _decode_to(dec, len(ids) + j, stop):
+                    break
+                j = len(dec.ids) - len(ids)  # rounds commit several tokens: the start actually reached
+            else:
+                dec.start(ids + cont[:j])
+                dec.prompt_len = len(ids)
             lag = dec.mid.unforward(dec.ids, rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
             st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
             base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{i}:{state_id}",
@@ -174,6 +187,18 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
     bar.close()
     save(final=True)
     return rows_p
+
+
+def _decode_to(dec, n: int, stop: set[int]) -> bool:
+    """Commit all-small rounds until `n` tokens are committed; False if the answer ended first."""
+    from treegraft_lab.schedule.policies import MaskPolicy
+
+    small = MaskPolicy((0,) * dec.config.depth)
+    while len(dec.ids) < n:
+        _, emitted = dec._round(small)
+        if any(t in stop for t in emitted):
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------- merge
