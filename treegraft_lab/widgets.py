@@ -337,7 +337,7 @@ class SchedulePlayground(W.VBox):
         from treegraft_lab.config import DecodeConfig
 
         keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "expansion", "children", "ngram_chain",
-                "max_nodes", "lookback")  # the recorded run's growth rule too
+                "chain_len", "max_nodes", "lookback")  # the recorded run's growth rule too
         base = {k: self.cfg[k] for k in keys if k in self.cfg}
         return DecodeConfig(**base, budget=int(self.budget.value), prune=self.prune.value, clock=self.clock.value)
 
