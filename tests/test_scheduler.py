@@ -369,7 +369,7 @@ def test_scheduler_compare_merges_shards_into_one_table(tmp_path, capsys):
 
 def test_the_margin_offset_is_raised_until_harmful_calls_stop():
     """D = 1 round starts where a mid call adds 0.1 tokens for 50 ms more: a student whose margin
-    is 0.7 everywhere calls at offsets 0 .. 0.5 and stops at 1.0, the offset CV must choose."""
+    is 0.7 everywhere calls at offsets 0 .. 0.5 and stops from 1.0 on: the CV must stop it."""
     rows = []
     for i in range(6):
         for sched, acc, t in (("0", 1, 20.0), ("1", 1.1, 70.0)):
@@ -384,11 +384,11 @@ def test_the_margin_offset_is_raised_until_harmful_calls_stop():
             p.zero_()
     always = Student(net, Scaler(np.zeros(8, np.float32), np.ones(8, np.float32)), y_mean=0.7, y_std=1.0)
     tau, table = choose_offset([(always, df)], ["ngram_match"], 1, scale=1.0)
-    assert tau == 1.0
+    assert tau == 5.0  # every offset from 1 up stops the calls: the largest (fewest calls) is kept
     assert table["0 std"] < table["1 std"] == table["5 std"]
     df.loc[df["schedule"] == "1", "accepted"] = 5.0  # now the call pays: no offset is needed
-    tau, _ = choose_offset([(always, df)], ["ngram_match"], 1, scale=1.0)
-    assert tau == 0.0
+    tau, table = choose_offset([(always, df)], ["ngram_match"], 1, scale=1.0)
+    assert tau == 0.5 and table["0.5 std"] > table["1 std"]  # the largest offset that still makes the paying calls
 
 
 def test_scheduler_compare_rejects_a_bad_shard_before_loading_models():
@@ -412,3 +412,28 @@ def test_a_warm_collection_reaches_its_round_starts_by_decoding(tmp_path, tiny_l
     assert info["prune"] == "value" and info["shard_meta"][0]["collect"]["warm"] is True
     assert df["state"].nunique() >= 1 and len(df) == 160 * df["state"].nunique()
     assert (df.groupby("state")["position"].first() >= 0).all()
+
+
+def test_an_offset_gain_the_folds_disagree_on_is_not_taken():
+    """Two folds: a mid call adds 18 tokens for 50 ms in one (worth it) and 1.2 in the other (not
+    worth it): pooled, calling wins, but within one standard error: the student does not call."""
+    def fold(gain: float, tag: str) -> pd.DataFrame:
+        rows = []
+        for i in range(4):
+            for sched, acc, t in (("0", 1.0, 20.0), ("1", 1.0 + gain, 70.0)):
+                rows.append({"state": f"{tag}{i}", "qid": f"{tag}{i}", "category": "c", "k": 1, "prefix": "", "D": 1,
+                             "schedule": sched, "s1": int(sched), "a": int(sched), "accepted": acc, "t_draft_ms": t,
+                             "t_verify_ms": 30.0, "prompt_len": 10, "t_tgt_ms": 30.0, "t_mid_ms": 10.0,
+                             "sig_ngram_match": 0.5})
+        return pd.DataFrame(rows)
+
+    net = student_net(8)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.zero_()
+    always = Student(net, Scaler(np.zeros(8, np.float32), np.ones(8, np.float32)), y_mean=0.7, y_std=1.0)
+    folds = [(always, fold(18.0, "a")), (always, fold(1.2, "b"))]
+    tau, table = choose_offset(folds, ["ngram_match"], 1, scale=1.0)
+    assert table["0 std"] > table["5 std"] and tau == 5.0
+    folds = [(always, fold(3.0, "a")), (always, fold(2.9, "b"))]  # both folds gain: call (offsets up to 0.5 do)
+    assert choose_offset(folds, ["ngram_match"], 1, scale=1.0)[0] == 0.5

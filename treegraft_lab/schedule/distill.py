@@ -188,18 +188,29 @@ OFFSET_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)  # margin offsets tried,
 
 def choose_offset(folds: list[tuple[Student, pd.DataFrame]], signals: Sequence[str], D: int,
                   scale: float) -> tuple[float, dict[str, float]]:
-    """The margin offset tau (call iff g_psi > tau) with the best held-out modelled tokens/s.
+    """The margin offset tau (call iff g_psi > tau), chosen by the grouped CV's held-out modelled
+    tokens/s with the one-standard-error rule.
 
-    The value model's errors make small positive margins unreliable; a tau chosen by the same
-    grouped CV (each fold's student replayed on its own held-out prompts) makes the student call
-    only where the predicted gain clears them. Ties go to the smaller tau.
+    The value model's errors make small positive margins unreliable; each fold's student is
+    replayed on its own held-out prompts at every offset of the grid. The offset with the best
+    pooled tokens/s wins unless a larger offset (fewer mid calls) is within one standard error of
+    it, the error taken over the folds' paired differences: then the largest such offset. A mid
+    call must show a gain the folds agree on before the scheduler makes it.
     """
-    table = {}
+    table, per_fold = {}, {}
     for m in OFFSET_GRID:
-        out = pd.concat([replay_policy(held, student_decider(stu, signals, D, m * scale), D) for stu, held in folds],
-                        ignore_index=True)
-        table[f"{m:g} std"] = throughput(out)
+        outs = [replay_policy(held, student_decider(stu, signals, D, m * scale), D) for stu, held in folds]
+        table[f"{m:g} std"] = throughput(pd.concat(outs, ignore_index=True))
+        per_fold[m] = np.array([throughput(o) for o in outs])
     best = max(OFFSET_GRID, key=lambda m: (table[f"{m:g} std"], -m))
+    n = len(folds)
+    for m in sorted(OFFSET_GRID, reverse=True):
+        if m <= best:
+            break
+        diff = per_fold[best] - per_fold[m]
+        se = float(np.std(diff, ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+        if table[f"{best:g} std"] - table[f"{m:g} std"] <= se:
+            return m * scale, table
     return best * scale, table
 
 
