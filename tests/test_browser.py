@@ -305,6 +305,13 @@ def interact_06(page) -> None:
     page.wait_for_function("() => [...document.querySelectorAll('.tg-playground .widget-html')]"
                            ".some(e => e.innerText.includes('yours (1'))", timeout=240_000)
     page.wait_for_function("() => document.querySelector('.tg-playground').innerText.includes('replayed')", timeout=240_000)
+    # the profile selector: the paper's A100 costs (with top-k pruning, what its scheduler is trained for)
+    pg.locator(".widget-dropdown", has_text="profile").locator("select").select_option(label="paper A100 (modelled)")
+    pg.locator(".widget-dropdown", has_text="pruning").locator("select").select_option(label="top-k by score (paper)")
+    time.sleep(2)  # the kernel updates the adaptive note for each change before the click is taken
+    pg.locator("button", has_text="replay").click()
+    page.wait_for_function("() => document.querySelector('.tg-playground table').innerText.includes('modelled on a100-paper')",
+                           timeout=240_000)
 
 
 INTERACT = {"01_step_through.ipynb": interact_01, "02_tree_growth_animation.ipynb": interact_02,

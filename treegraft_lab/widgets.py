@@ -238,6 +238,8 @@ def trained_schedulers(pair) -> list[str]:
 
 
 MEASURED = ("draft (ms)", "verify (ms)", "eta (tokens/s)")  # timed on this machine
+GROUPED_CSS = [{"selector": "th.col_heading", "props": "white-space: normal"},  # headers wrap: the table fits 848 px
+               {"selector": "th.col_heading.level0", "props": "text-align: center; border-bottom: 1px solid #bbb"}]
 MODELLED = {"modelled round (ms)": "round (ms)", "modelled tokens/s": "tokens/s"}  # priced by the profile
 
 
@@ -371,7 +373,9 @@ class SchedulePlayground(W.VBox):
         finally:
             self.button.disabled = self.pair is None
         why = adaptive_status(self.pair, self.base_config())
-        self.progress.value = f"replayed {len(self.results)} settings." + (f" Adaptive not shown: {html.escape(why[:200])}" if why else "")
+        self.progress.value = f"replayed {len(self.results)} settings." + (
+            f' <span title="{html.escape(why)}">Adaptive not shown: see the note beside the profile.</span>'
+            if why else "")
         df = self.table_frame()
         self.table.value = self.styled_table(df).to_html()
         self.show.options = list(self.results)
@@ -424,7 +428,7 @@ class SchedulePlayground(W.VBox):
         wide = df.copy()
         wide.columns = pd.MultiIndex.from_tuples([(top.get(c, ""), MODELLED.get(c, c)) for c in df.columns])
         ms = [c for c in wide.columns if c[1] in ("draft (ms)", "verify (ms)", "round (ms)")]
-        return styled(wide, ms=ms, decimals=2).hide(axis="index")
+        return styled(wide, ms=ms, decimals=2).hide(axis="index").set_table_styles(GROUPED_CSS, overwrite=False)
 
     def _draw(self) -> None:
         if self.show.value in self.results:
