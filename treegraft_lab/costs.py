@@ -240,7 +240,10 @@ def small_step_ms(tokenizer=None, context: int = 2000, width: int = 10, repeats:
     ids: list[int] = []
     if tokenizer is not None and text.is_file():
         turns = [t for line in text.read_text().splitlines()[:60] for t in json.loads(line)["turns"]]
-        ids = tokenizer("\n".join(turns))["input_ids"]
+        try:
+            ids = list(tokenizer("\n".join(turns))["input_ids"])
+        except (TypeError, KeyError):  # a tokenizer stand-in that cannot encode text
+            ids = []
     if len(ids) < 100:  # no tokenizer: a repetitive synthetic text
         ids = [(i * 7919) % 211 + (i % 13) for i in range(context)]
     while len(ids) < context:
