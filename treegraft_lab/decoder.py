@@ -244,6 +244,7 @@ class TreeGraftDecoder:
                 commit: bool) -> tuple[RoundInfo, list[int]]:
         """One target forward over the kept tree, lossless acceptance, then commit (or roll back)."""
         cfg, t1 = self.config, time.perf_counter()
+        modelled_ms = self._draft_ms + self.profile.target_ms(len(kept))  # this round, priced by the profile
         logits, t_fwd = self._timed(self.target.forward_tree, tree, kept)
         if cfg.greedy:
             path, bonus = accept_greedy(tree, kept, logits)
@@ -261,14 +262,13 @@ class TreeGraftDecoder:
             self.ids += emitted
             self.root = bonus
             if self.pruner is not None:  # the run's rate is modelled too: decisions never read the wall clock
-                self.pruner.observe(tree, kept, path, self._draft_ms + self.profile.target_ms(len(kept)))
+                self.pruner.observe(tree, kept, path, modelled_ms)
         else:
             self.target.rollback()
             if self.mid is not None:
                 self.mid.rollback()
         info = RoundInfo(len(path) - 1, schedule, calls, sum(tree.alive), len(kept) - 1,
-                         t1 - t0, t2 - t1, t_fwd + mid_s, time.perf_counter() - t0,
-                         self._draft_ms + self.profile.target_ms(len(kept)))
+                         t1 - t0, t2 - t1, t_fwd + mid_s, time.perf_counter() - t0, modelled_ms)
         self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
         return info, emitted
 

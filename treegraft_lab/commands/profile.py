@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 from treegraft_lab.commands.common import add_pair_arguments, load_pair_from_args
 
@@ -36,31 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--show", default=None, metavar="NAME|FILE", help="show a named or saved profile instead")
     parser.add_argument("--rounds", action="store_true", help="time the parts of decoding rounds instead")
     add_pair_arguments(parser)
-
-
-def ngram_step_ms(tokenizer, prompts: list[dict], context: int, width: int = 10, reps: int = 200) -> float:
-    """Median time of one small-drafter step (W frontier nodes at depth 3) on `context` tokens."""
-    from treegraft_lab.drafters import NgramDrafter
-    from treegraft_lab.tree import SMALL, DraftTree
-
-    text = "\n".join(t for q in prompts for t in q["turns"])
-    ids = tokenizer(text)["input_ids"]
-    while len(ids) < context:
-        ids = ids + ids
-    ids = ids[:context]
-    small = NgramDrafter(5, 1)
-    small.index.extend(ids)
-    tree = DraftTree.start(ids[-1])
-    frontier = [0]
-    for step in range(1, 4):  # W distinct context tokens per level: a full-width frontier at depth 3
-        toks = list(dict.fromkeys(ids[step * 97 :]))[:width]
-        frontier = [tree.add_child(frontier[i % len(frontier)], t, -1.0, SMALL, step)[0] for i, t in enumerate(toks)]
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        small.propose(tree, frontier, width)
-        times.append(1000 * (time.perf_counter() - t))
-    return statistics.median(times)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,6 +116,7 @@ def plot(prof, path: str) -> None:
 
 
 def run_rounds(args: argparse.Namespace) -> int:
+    from treegraft_lab import costs
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.prompts import load_prompts
@@ -151,7 +125,7 @@ def run_rounds(args: argparse.Namespace) -> int:
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
     pair = load_pair_from_args(args, require_mid=any(s != "small" for s in schedules))
     out: dict = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).removeprefix("torch.")}
-    out["ngram_step_ms"] = ngram_step_ms(pair.tokenizer, prompts, args.context)
+    out["ngram_step_ms"] = costs.small_step_ms(pair.tokenizer, args.context, repeats=200)
     out["schedules"] = {}
     for s in schedules:
         dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=args.budget))

@@ -12,7 +12,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import SCHEDULER_DIR
@@ -93,19 +92,14 @@ class AdaptivePolicy:
         self.artifact = art
         self.depth = art.depth
         self.signals = list(art.signals)
-        w = art.weights
-        self.l1w, self.l1b = w["l1.weight"].float(), w["l1.bias"].float()
-        self.l2w, self.l2b = w["l2.weight"].float(), w["l2.bias"].float()
-        self.l3w, self.l3b = w["l3.weight"].float()[0], float(w["l3.bias"][0])
+        w = {k: v.float().numpy() for k, v in art.weights.items()}
         # fold the input z-scoring into the first layer: W (x - m) / s + b = (W / s) x + (b - W m / s)
-        mean, std = torch.tensor(art.x_mean), torch.tensor(art.x_std)
         self.x_mean = list(art.x_mean)
-        self.l1w = self.l1w / std
-        self.l1b = self.l1b - self.l1w @ mean
+        w1 = w["l1.weight"] / np.asarray(art.x_std, dtype=np.float32)
+        b1 = w["l1.bias"] - w1 @ np.asarray(art.x_mean, dtype=np.float32)
+        self._net = (w1, b1, w["l2.weight"], w["l2.bias"], w["l3.weight"][0], float(w["l3.bias"][0]))
         self.y_mean, self.y_std = art.y_mean, art.y_std
         self.last_score = math.nan
-        self._np = tuple(t.detach().numpy().astype(np.float32) for t in (self.l1w, self.l1b, self.l2w, self.l2b, self.l3w))
-        self._np += (self.l3b,)
 
     @classmethod
     def for_pair(cls, pair, config, profile=None) -> AdaptivePolicy:
@@ -141,7 +135,7 @@ class AdaptivePolicy:
     def score(self, x: list[float]) -> float:
         """The de-normalised margin for one input row (numpy: a 3-layer MLP this small costs less
         there than torch's per-op dispatch; it runs five times a round)."""
-        w1, b1, w2, b2, w3, b3 = self._np
+        w1, b1, w2, b2, w3, b3 = self._net
         h = np.maximum(w1 @ np.asarray(x, dtype=np.float32) + b1, 0.0)
         h = np.maximum(w2 @ h + b2, 0.0)
         return (float(w3 @ h) + b3) * self.y_std + self.y_mean
