@@ -24,7 +24,7 @@ browser-deps:
 test: setup browser-deps
 	.venv/bin/ruff check treegraft_lab tests scripts
 	$(PY) -m pytest -q -x --durations=15
-	DEVICE=cpu OUT=test-artifacts/device-check scripts/device_check.sh
+	DEVICE=cpu PY=$(PY) OUT=test-artifacts/device-check scripts/device_check.sh
 
 # The README's workbench screenshots, taken by the browser test from the real notebooks (SMOKE=1).
 screenshots: setup browser-deps

@@ -63,10 +63,11 @@ def test_device_and_dtype_arguments():
             resolve_device("cuda")
 
 
-def test_cuda_loads_with_device_map_auto_in_bf16():
-    # The paper's pairs' path, checkable without a GPU: what from_pretrained is given.
+def test_cuda_loads_in_bf16_on_one_gpu_unless_placed():
+    # The paper's pairs' path, checkable without a GPU: what from_pretrained is given (the spread
+    # case and its max_memory come from models.plan_placement: tests/test_gpu_path.py).
     kw = load_kwargs(torch.device("cuda"), resolve_dtype("auto", torch.device("cuda")))
-    assert kw == {"dtype": torch.bfloat16, "attn_implementation": "sdpa", "device_map": "auto"}
+    assert kw == {"dtype": torch.bfloat16, "attn_implementation": "sdpa", "device_map": {"": 0}}
     assert load_kwargs(torch.device("cuda:1"), torch.bfloat16)["device_map"] == {"": 1}
     assert "device_map" not in load_kwargs(torch.device("cpu"), torch.float32)
 

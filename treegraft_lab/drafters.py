@@ -238,8 +238,8 @@ class ModelDrafter:
             [self.cached + i for i in range(len(pend))] + [root_pos + tree.depth[v] for v in nodes]
         )
         tokens = pend + [tree.tokens[v] for v in nodes]
-        logits = kv.masked_forward(self.model, self.cache, tokens, positions, allowed, self.head)
-        rows = torch.log_softmax(logits[len(pend) :].float(), dim=-1)
+        logits = kv.masked_forward(self.model, self.cache, tokens, positions, allowed, self.head, keep_last=len(nodes))
+        rows = torch.log_softmax(logits.float(), dim=-1)
         for i, v in enumerate(nodes):
             self.slot[v] = past + len(pend) + i
         self.flushed = True

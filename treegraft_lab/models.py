@@ -1,7 +1,10 @@
-"""Model pairs: a target and a mid drafter sharing one tokenizer, loaded on one device.
+"""Model pairs: a target and a mid drafter sharing one tokenizer.
 
 `load_pair("smollm2-pocket")` is the offline default; the paper's pairs are registered as hub ids
-and load with `device_map="auto"` in bf16 on CUDA. Any target/mid may also be a local folder.
+and load in bf16 on CUDA by `plan_placement`'s policy: the mid drafter on ONE GPU (the target's
+first unless told), the target on that GPU alone when it fits there with headroom for its KV
+cache and logits, spread over the visible GPUs only when it must be, and a one-line refusal
+naming the sizes instead of a silent CPU or disk offload. Any target/mid may be a local folder.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class ModelPair:
     target_id: str = ""
     mid_id: str = ""
     dtype_reason: str = ""  # why this dtype ("auto" records its choice)
+    placement: str = ""  # on CUDA: what went on which GPU (`plan_placement`'s note)
     forward_path: str = "stock"  # "treegraft-cpu" when `cpu_path.install` runs the forwards
 
 
@@ -302,6 +306,119 @@ def _check_vocab_covers(model: Any, tokenizer: Any, label: str) -> None:
         )
 
 
+# ---------------------------------------------------------------------------- placement on GPUs
+
+GiB = 1024**3
+HEADROOM_GIB = 2.0  # per GPU, beside the KV caches and logits: CUDA context, allocator slack, activations
+PLAN_CONTEXT = 8192  # tokens of KV cache reserved per model
+PLAN_ROWS = 128  # tree rows whose float32 logits (and their softmax) are reserved
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the target and the mid drafter go (`plan_placement`)."""
+
+    target_map: Any  # {"": gpu} (one GPU) or "sequential" (spread, with `max_memory`)
+    max_memory: dict | None  # per GPU (and "cpu" only with allow_offload) bytes for the target
+    mid_gpu: int | None
+    note: str  # one line: what went where and why
+
+
+def cache_bytes(cfg: Any, tokens: int, dtype_bytes: int) -> int:
+    """KV-cache bytes of `tokens` positions for a model config (keys and values, every layer)."""
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    heads = getattr(cfg, "num_attention_heads", 1)
+    kv = getattr(cfg, "num_key_value_heads", None) or heads
+    d = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    return 2 * cfg.num_hidden_layers * kv * d * dtype_bytes * tokens
+
+
+def plan_placement(target_bytes: int, mid_bytes: int, free: list[int], *, target_reserve: int = 0,
+                   mid_reserve: int = 0, headroom: int = int(HEADROOM_GIB * GiB), gpus: list[int] | None = None,
+                   mid_gpu: int | None = None, allow_offload: bool = False, cpu_bytes: int = 0) -> Placement:
+    """The loading policy, from sizes alone (a pure function; `load_pair` feeds it measured sizes).
+
+    free: free bytes of every visible GPU (index = CUDA ordinal); gpus: the ones the target may use
+    (default all, first = the target's first GPU); mid_gpu: the mid's one GPU (default the target's
+    first). reserves: KV cache + logits bytes kept free beside each model's weights, `headroom` more
+    per GPU. The target sits on its first GPU alone when it fits there beside the mid; otherwise it
+    is spread over `gpus` in order (`device_map="sequential"` under `max_memory`); when it does not
+    fit even so, a `TreeGraftError` names the sizes, unless `allow_offload` lets the rest go to
+    the CPU (`cpu_bytes`; weights then cross PCIe on every forward).
+    """
+    gpus = list(range(len(free))) if gpus is None else list(gpus)
+    if not gpus:
+        raise TreeGraftError("no CUDA device visible; use device='cpu'")
+    bad = [g for g in gpus + ([mid_gpu] if mid_gpu is not None else []) if not 0 <= g < len(free)]
+    if bad:
+        raise TreeGraftError(f"GPU {bad[0]} asked for, but {len(free)} GPU(s) are visible")
+    first = gpus[0]
+    mgpu = first if mid_gpu is None else mid_gpu
+
+    def gib(x: float) -> str:
+        return f"{x / GiB:.1f} GiB"
+
+    room = {g: free[g] - headroom for g in gpus}
+    if mid_bytes:
+        need_mid = mid_bytes + mid_reserve
+        if free[mgpu] - headroom < need_mid:
+            raise TreeGraftError(
+                f"the mid drafter ({gib(mid_bytes)} + {gib(mid_reserve)} cache/logits + {gib(headroom)} headroom) does "
+                f"not fit on GPU {mgpu} ({gib(free[mgpu])} free); pick another with mid_device / --mid-device")
+        if mgpu in room:
+            room[mgpu] -= need_mid
+    need_t = target_bytes + target_reserve
+    if room[first] >= need_t:
+        return Placement({"": first}, None, mgpu if mid_bytes else None,
+                         f"target ({gib(target_bytes)}) on GPU {first} alone"
+                         + (f", mid ({gib(mid_bytes)}) on GPU {mgpu}" if mid_bytes else ""))
+    # spread: the weights share the GPUs, each GPU keeps the target's cache/logits reserve free
+    caps = {g: max(0, room[g] - target_reserve) for g in gpus}
+    total = sum(caps.values())
+    if total < target_bytes and not allow_offload:
+        raise TreeGraftError(
+            f"the target ({gib(target_bytes)} of weights + {gib(target_reserve)} cache/logits per GPU) and the mid "
+            f"({gib(mid_bytes)} + {gib(mid_reserve)}) do not fit on GPU(s) {', '.join(map(str, gpus))} (free "
+            f"{', '.join(gib(free[g]) for g in gpus)}, {gib(headroom)} headroom each): use more or larger GPUs, a "
+            f"smaller pair, less headroom (--headroom-gib), or --allow-offload (CPU offload: slow)")
+    mm: dict[Any, int] = {g: int(c) for g, c in caps.items() if c > 0}
+    if total < target_bytes:
+        mm["cpu"] = int(cpu_bytes)
+    used = [g for g in gpus if caps[g] > 0]
+    return Placement("sequential", mm, mgpu if mid_bytes else None,
+                     f"target ({gib(target_bytes)}) spread over GPUs {', '.join(map(str, used))}"
+                     + (" and the CPU (offload asked for)" if "cpu" in mm else "")
+                     + (f", mid ({gib(mid_bytes)}) on GPU {mgpu}" if mid_bytes else ""))
+
+
+def model_bytes(path: str, dtype: torch.dtype) -> tuple[int, Any]:
+    """(weight bytes in `dtype`, config) of a model folder or hub id, counted on the meta device
+    (only config.json is read)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.from_pretrained(path)
+    with torch.device("meta"):
+        m = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    seen, n = set(), 0
+    for p in m.parameters():  # tied weights once
+        if id(p) not in seen:
+            seen.add(id(p))
+            n += p.numel()
+    return n * torch.finfo(dtype).bits // 8, cfg
+
+
+def reserve_bytes(cfg: Any, dtype: torch.dtype, context: int = PLAN_CONTEXT, rows: int = PLAN_ROWS) -> int:
+    """KV cache of `context` tokens plus float32 logits (and their softmax) of `rows` tree rows."""
+    vocab = getattr(cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg, "vocab_size", 0) or 0
+    return cache_bytes(cfg, context, torch.finfo(dtype).bits // 8) + 3 * rows * vocab * 4
+
+
+def _offloaded(model: Any) -> list[str]:
+    """Modules the loaded model keeps on the CPU or disk (its `hf_device_map`)."""
+    dm = getattr(model, "hf_device_map", None) or {}
+    return [k for k, v in dm.items() if str(v) in ("cpu", "disk")]
+
+
 # ---------------------------------------------------------------------------- loading
 
 
@@ -323,19 +440,23 @@ def _load_tokenizer(path: str, label: str) -> Any:
         raise TreeGraftError(f"cannot load the tokenizer of {label!r} from {path}: {msg}") from e
 
 
-def load_kwargs(device: torch.device, dtype: torch.dtype) -> dict[str, Any]:
-    """`from_pretrained` arguments: sdpa attention; on plain "cuda", `device_map="auto"` spreads
-    a large model over every visible GPU; "cuda:N" pins it to one GPU."""
+def load_kwargs(device: torch.device, dtype: torch.dtype, device_map: Any = None,
+                max_memory: dict | None = None) -> dict[str, Any]:
+    """`from_pretrained` arguments: sdpa attention; on CUDA the placement's `device_map` (default:
+    the one GPU `device` names, cuda:0 for plain "cuda") and `max_memory`."""
     kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": "sdpa"}
     if device.type == "cuda":
-        kwargs["device_map"] = "auto" if device.index is None else {"": device.index}
+        kwargs["device_map"] = device_map if device_map is not None else {"": device.index or 0}
+        if max_memory is not None:
+            kwargs["max_memory"] = max_memory
     return kwargs
 
 
-def _load_causal_lm(path: str, label: str, device: torch.device, dtype: torch.dtype) -> Any:
+def _load_causal_lm(path: str, label: str, device: torch.device, dtype: torch.dtype, device_map: Any = None,
+                    max_memory: dict | None = None, allow_offload: bool = False) -> Any:
     from transformers import AutoModelForCausalLM
 
-    kwargs = load_kwargs(device, dtype)
+    kwargs = load_kwargs(device, dtype, device_map, max_memory)
     try:
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except (OSError, ValueError, KeyError) as e:
@@ -343,7 +464,40 @@ def _load_causal_lm(path: str, label: str, device: torch.device, dtype: torch.dt
         raise TreeGraftError(f"cannot load {label!r} from {path}: {msg}") from e
     if device.type != "cuda":
         model.to(device)
+    else:
+        off = _offloaded(model)
+        if off and not allow_offload:
+            raise TreeGraftError(f"{label!r} was placed partly on the CPU/disk ({len(off)} modules, e.g. {off[0]}): "
+                                 "free GPU memory, lower --headroom-gib, or pass --allow-offload (slow)")
+        from treegraft_lab import kv
+
+        kv.use_folded_attention(model)  # grouped-query tree attention without K/V copies (never yet run on CUDA)
     return model.eval()
+
+
+def _plan(t_path: str, m_path: str | None, pocket: bool, dev: torch.device, dt: torch.dtype,
+          mid_device: str | None, headroom_gib: float | None, allow_offload: bool) -> Placement:
+    """`plan_placement` on this machine's free GPU memory and the pair's sizes."""
+    t_bytes, t_cfg = model_bytes(t_path, dt)
+    m_bytes, m_res = 0, 0
+    if m_path is not None and pocket:  # a few of the target's layers, built on the target's device
+        n = max(1, t_cfg.num_hidden_layers)
+        m_bytes = t_bytes // n * 4
+        m_res = reserve_bytes(t_cfg, dt) // n * 4
+    elif m_path is not None:
+        m_bytes, m_cfg = model_bytes(m_path, dt)
+        m_res = reserve_bytes(m_cfg, dt)
+    free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
+    gpus = None if dev.index is None else [dev.index]
+    mg = None if mid_device is None else resolve_device(mid_device).index or 0
+    if pocket:
+        mg = gpus[0] if gpus else 0  # the pocket drafter is built from the target's layers, where they are
+    import os
+
+    avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return plan_placement(t_bytes, m_bytes, free, target_reserve=reserve_bytes(t_cfg, dt), mid_reserve=m_res,
+                          headroom=int((HEADROOM_GIB if headroom_gib is None else headroom_gib) * GiB), gpus=gpus,
+                          mid_gpu=mg, allow_offload=allow_offload, cpu_bytes=int(avail * 0.8))
 
 
 def _pocket_drafter_loader(folder: Path) -> Any:
@@ -374,6 +528,10 @@ def load_pair(
     dtype: str | torch.dtype = "auto",
     require_mid: bool = True,
     cpu_path: bool = True,
+    mid_device: str | None = None,
+    headroom_gib: float | None = None,
+    allow_offload: bool = False,
+    float32_logits: bool = False,
 ) -> ModelPair:
     """Load a registered pair by `name`, or `target`/`mid` (folders, registered names, hub ids).
 
@@ -384,6 +542,10 @@ def load_pair(
     None; a mid that is found but does not fit the target is still an error.
     With `cpu_path` (default) a float32 pair on the CPU runs the packed forward path of
     `treegraft_lab.cpu_path` (both models; they stay standard transformers models).
+    On CUDA the placement follows `plan_placement` (`mid_device`: the mid's GPU, default the
+    target's first; `headroom_gib` per GPU; `allow_offload`: let a target that does not fit spill to
+    the CPU instead of refusing). `float32_logits`: the target's output head computes in float32
+    (`verify.float32_head`), for HF `generate` and tree verification alike.
     """
     if name is None and target is None:
         name = DEFAULT_PAIR
@@ -420,22 +582,31 @@ def load_pair(
     tokenizer = _load_tokenizer(t_path, t_label)
     if m_path is not None and _has_tokenizer(m_path):
         check_same_tokenizer(tokenizer, _load_tokenizer(m_path, m_label), t_label, m_label)
-    target_model = _load_causal_lm(t_path, t_label, dev, dt)
+    placement = None
+    if dev.type == "cuda":
+        placement = _plan(t_path, m_path, pocket_loader is not None, dev, dt, mid_device, headroom_gib, allow_offload)
+    target_model = _load_causal_lm(t_path, t_label, dev, dt, placement and placement.target_map,
+                                   placement and placement.max_memory, allow_offload)
     _check_vocab_covers(target_model, tokenizer, t_label)
+    if float32_logits:
+        from treegraft_lab.verify import float32_head
+
+        float32_head(target_model)
 
     mid_model = None
     if pocket_loader is not None:
         try:
             mid_model = pocket_loader(target_model, Path(m_path)).eval()
-        except (OSError, RuntimeError, ValueError) as e:
+        except (OSError, RuntimeError, ValueError, TypeError, IndexError) as e:
             if isinstance(e, TreeGraftError):
                 raise
             raise TreeGraftError(
-                f"cannot load the mid drafter from {m_path}: {e}; "
-                "rebuild it with `treegraft-lab zoo distill`"
+                f"cannot build the mid drafter from {m_path} on the target's device "
+                f"({target_model.device}): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             ) from e
     elif m_path is not None:
-        mid_model = _load_causal_lm(m_path, m_label, dev, dt)
+        mid_map = {"": placement.mid_gpu} if placement is not None else None
+        mid_model = _load_causal_lm(m_path, m_label, dev, dt, mid_map)
     if mid_model is not None:
         _check_vocab_covers(mid_model, tokenizer, m_label)
 
@@ -460,4 +631,5 @@ def load_pair(
         mid_id=m_path or "",
         dtype_reason=reason,
         forward_path=path,
+        placement=placement.note if placement is not None else "",
     )

@@ -65,8 +65,8 @@ def path_trie(root: int, trees: list[tuple[DraftTree, list[int]]]) -> tuple[Draf
 def _onehot_rows(best: torch.Tensor, rows: list[int]) -> torch.Tensor:
     """Rows whose argmax is `best[rows]` (all `accept_greedy` reads from the logits)."""
     sel = best[rows]
-    out = torch.zeros(len(rows), int(sel.max()) + 1)
-    out[torch.arange(len(rows)), sel] = 1.0
+    out = torch.zeros(len(rows), int(sel.max()) + 1, device=sel.device)  # on the logits' device (CUDA too)
+    out[torch.arange(len(rows), device=sel.device), sel] = 1.0
     return out
 
 

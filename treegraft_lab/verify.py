@@ -14,6 +14,7 @@ distributed exactly as the target's (warped) distribution: the method is lossles
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from treegraft_lab import kv
 from treegraft_lab.tree import DraftTree
@@ -33,6 +34,23 @@ def warp(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float 
         probs = torch.zeros_like(probs).scatter(-1, si, sp)
         probs = probs / probs.sum(-1, keepdim=True)
     return probs
+
+
+def float32_head(model) -> bool:
+    """Make `model`'s output head compute its logits in float32 (a float32 copy of the head's
+    weight: vocab x hidden x 4 bytes more memory), for every caller: tree verification and HF
+    `generate` alike. In bf16 a logit of magnitude 16-32 has steps of 0.125, so two near-equal
+    logits tie or swap by one step between a many-row tree forward and a one-row decode; a float32
+    head removes the ties of the head's own rounding (the hidden states stay bf16). No-op (False)
+    on a float32 model."""
+    head = model.get_output_embeddings()
+    if head is None or head.weight.dtype == torch.float32:
+        return False
+    w32 = head.weight.detach().float()
+    b32 = None if getattr(head, "bias", None) is None else head.bias.detach().float()
+    head.forward = lambda x: F.linear(x.float(), w32, b32)
+    model._treegraft_float32_logits = True
+    return True
 
 
 class TargetVerifier:
@@ -99,27 +117,45 @@ def accept_sampling(
 ) -> tuple[list[int], int]:
     """Multi-branch rejection sampling with point-mass proposals. Returns (path ids, bonus token).
 
+    Per node one gather of its children's probabilities p(x_1..x_m) and one batch of uniforms,
+    copied to the host together (one sync): child j is accepted iff u_j < p(x_j) / (S - sum of the
+    rejected p(x_i), i < j), S the row's mass. That is the sequential rule "accept x with
+    probability p(x), else zero x and renormalise" without dividing the whole vocabulary per
+    rejected child. The bonus token is drawn from the row with the rejected children zeroed
+    (`multinomial` normalises). Uniforms come from `generator` on its own device (a target spread
+    over GPUs returns logits on its last one).
+
     `renormalise=False` breaks the rule on purpose (the residual keeps the rejected token's mass):
     it exists only so that a test can show the statistical check detects a broken rule.
     """
     row = {v: i for i, v in enumerate(kept)}
     kids = kept_children(tree, kept)
+    gdev = generator.device
     path, cur = [0], 0
     while True:
-        p = probs[row[cur]].clone()
+        p = probs[row[cur]]
+        cs = kids[cur]
+        rejected: list[int] = []
         chosen = None
-        for c in kids[cur]:
-            x = tree.tokens[c]
-            if torch.rand((), generator=generator, device=p.device) < p[x]:
-                chosen = c
-                break
-            if renormalise:
-                p[x] = 0.0
-                mass = p.sum()
-                if mass <= 0:  # every token with mass was a rejected child: cannot happen exactly
+        if cs:
+            toks = [tree.tokens[c] for c in cs]
+            idx = torch.tensor(toks, device=p.device)
+            u = torch.rand(len(cs), generator=generator, device=gdev).to(p.device)
+            host = torch.cat([p.sum()[None], p[idx], u]).tolist()  # one device-to-host copy per node
+            mass, pc, uc = host[0], host[1 : 1 + len(cs)], host[1 + len(cs) :]
+            left = mass
+            for c, x, px, ux in zip(cs, toks, pc, uc):
+                if ux * (left if renormalise else mass) < px:
+                    chosen = c
                     break
-                p = p / mass
+                rejected.append(x)
+                left -= px
+                if renormalise and left <= 0:  # every token with mass was a rejected child
+                    break
         if chosen is None:
-            return path, int(torch.multinomial(p, 1, generator=generator))
+            res = p.to(gdev, copy=True)
+            if renormalise and rejected:
+                res[torch.tensor(rejected, device=gdev)] = 0.0
+            return path, int(torch.multinomial(res, 1, generator=generator))
         path.append(chosen)
         cur = chosen

@@ -45,25 +45,116 @@ def sizes(smoke_mode: bool | None = None) -> Sizes:
     return Sizes(False, prompts=12, per_category=2, max_new_tokens=96, budget=63)
 
 
-@functools.lru_cache(maxsize=2)
-def demo_pair(device: str = "auto") -> Any:
-    """The offline pair `smollm2-pocket`; before its drafter exists, a stand-in with the target as mid.
+PAIR_ENV, DEVICE_ENV, CLOCK_ENV = "TREEGRAFT_PAIR", "TREEGRAFT_DEVICE", "TREEGRAFT_CLOCK"
+DEFAULT_PAIR = "smollm2-pocket"
+
+
+@dataclass(frozen=True)
+class Params:
+    """What every notebook decodes with: a pair (a registered name, or a folder holding `target/`
+    and `mid/` model folders), a device and the clock its decisions read ("wall" or a profile)."""
+
+    pair: str
+    device: str
+    clock: str
+
+    @property
+    def default(self) -> bool:
+        return self.pair == DEFAULT_PAIR and self.clock == "wall"
+
+    def pair_name(self) -> str:
+        """The name runs and schedulers are filed under (a pair folder's own name)."""
+        from treegraft_lab.models import PAIRS
+
+        return self.pair if self.pair in PAIRS else Path(self.pair).expanduser().name
+
+    def scheduler_lines(self) -> list[str]:
+        """Which adaptive schedulers exist for this pair and clock, or the commands that make one."""
+        from treegraft_lab.models import PAIRS, resolve_device, resolve_dtype
+        from treegraft_lab.schedule.adaptive import artifact_dir, profile_class
+
+        name = self.pair_name()
+        if self.clock == "wall":
+            dev = resolve_device(self.device)
+            cls, prune = f"{dev.type}-{str(resolve_dtype('auto', dev)).removeprefix('torch.')}", "value"
+        else:
+            from treegraft_lab import costs
+
+            cls, prune = profile_class(costs.load(self.clock)), "topk"
+        folder = artifact_dir(name) / f"{cls}-{prune}"
+        if (folder / "scheduler.json").exists():
+            return [f"adaptive scheduler for {name} on {cls} (prune={prune}): {folder}"]
+        src = f"--pair {name}" if self.pair in PAIRS else (
+            f"--target {self.pair}/target --mid {self.pair}/mid")
+        return [f"no adaptive scheduler is trained for {name} on {cls} (prune={prune}); the adaptive parts of 04, 05 "
+                "and 06 have none to show. Make one with:",
+                f"  treegraft-lab collect {src} --profile {self.clock} --prune {prune} --device {self.device}",
+                f"  treegraft-lab collect {src} --merge",
+                f"  treegraft-lab train-scheduler --pair {name} --profile {self.clock} --prune {prune}"]
+
+    def __repr__(self) -> str:
+        lines = [f"pair {self.pair}, device {self.device}, clock {self.clock}  "
+                 f"(set {PAIR_ENV}, {DEVICE_ENV}, {CLOCK_ENV} or wb.params(...))"]
+        try:
+            lines += self.scheduler_lines()
+        except Exception as e:  # a profile name that does not resolve, an unknown device
+            lines.append(f"scheduler status unknown: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        return "\n".join(lines)
+
+
+_PARAMS: list[Params | None] = [None]
+
+
+def params(pair: str | None = None, device: str | None = None, clock: str | None = None) -> Params:
+    """Set the notebook's parameters: each argument, else its environment variable (`TREEGRAFT_PAIR`,
+    `TREEGRAFT_DEVICE`, `TREEGRAFT_CLOCK`), else the offline pair on "auto" with the wall clock.
+    `demo_pair`, `sample_run` and `suite_run` read them."""
+    p = Params(pair or os.environ.get(PAIR_ENV) or DEFAULT_PAIR, device or os.environ.get(DEVICE_ENV) or "auto",
+               clock or os.environ.get(CLOCK_ENV) or "wall")
+    _PARAMS[0] = p
+    return p
+
+
+def current() -> Params:
+    """The parameters `params` set (or, before any call, those of the environment)."""
+    return _PARAMS[0] or params()
+
+
+def demo_pair(device: str | None = None) -> Any:
+    """The notebook's pair (`params`); for the offline pair before its drafter exists, a stand-in
+    with the target as mid.
 
     The stand-in is only for development of views: its "mid drafter" IS the target, so every mid
     proposal is accepted and mid calls cost a full target forward. A note is printed when used.
     """
+    p = current()
+    return _load_pair(p.pair, device or p.device)
+
+
+@functools.lru_cache(maxsize=2)
+def _load_pair(name: str, device: str) -> Any:
     from transformers.utils import logging as hf_logging
 
     from treegraft_lab.errors import TreeGraftError
-    from treegraft_lab.models import load_pair
+    from treegraft_lab.models import PAIRS, load_pair
 
     hf_logging.disable_progress_bar()  # no "Loading weights" bar widget in notebook outputs
+    if name != DEFAULT_PAIR:
+        if name in PAIRS:
+            return load_pair(name, device=device)
+        folder = Path(name).expanduser()
+        if not ((folder / "target").is_dir() and (folder / "mid").is_dir()):
+            raise TreeGraftError(f"{PAIR_ENV}={name!r} is neither a registered pair ({', '.join(PAIRS)}) nor a folder "
+                                 "holding target/ and mid/ model folders")
+        pair = load_pair(target=folder / "target", mid=folder / "mid", device=device)
+        pair.name = folder.name
+        return pair
     try:
-        return load_pair("smollm2-pocket", device=device)
+        return load_pair(DEFAULT_PAIR, device=device)
     except TreeGraftError as e:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pair = load_pair("smollm2-pocket", device=device, require_mid=False)
+            pair = load_pair(DEFAULT_PAIR, device=device, require_mid=False)
         print(f"note: using a stand-in pair (the target as its own mid drafter): {e}")
         return types.SimpleNamespace(
             name="smollm2-standin", tokenizer=pair.tokenizer, target=pair.target,
@@ -101,7 +192,9 @@ def cached_run(name: str, record: Callable[[], Any]) -> Any:
     """
     from treegraft_lab import load_run
 
-    path = runs_dir() / (name + ("-smoke" if smoke() else ""))
+    p = current()
+    sub = "" if p.default else f"{p.pair_name()}@{Path(p.clock).stem}/"  # another pair or clock: its own folder
+    path = runs_dir() / (sub + name + ("-smoke" if smoke() else ""))
     if (path / "meta.json").exists() and os.environ.get("RERECORD", "") in ("", "0"):
         run = load_run(path)
         if len(run.runs) and all('"expansion"' in c for c in run.runs["config"]):  # older runs predate the growth options
@@ -122,8 +215,8 @@ def sample_run() -> Any:
     from treegraft_lab import DecodeConfig
 
     S = sizes()
-    return cached_run("sample", lambda: record_runs(demo_pair(), [SAMPLE_PROMPT],
-                                                    DecodeConfig(schedule="10101", budget=S.budget), S.max_new_tokens))
+    cfg = DecodeConfig(schedule="10101", budget=S.budget, clock=current().clock)
+    return cached_run("sample", lambda: record_runs(demo_pair(), [SAMPLE_PROMPT], cfg, S.max_new_tokens))
 
 
 SUITE_SMOKE_CATEGORIES = ("math", "code")  # short prompts: cheap prefill
@@ -147,7 +240,7 @@ def suite_run(schedule: str = "10101", limit: int | None = None, max_new_tokens:
     from treegraft_lab import DecodeConfig
 
     S = sizes()
-    cfg = DecodeConfig(schedule=schedule, **{"budget": S.budget, **config})
+    cfg = DecodeConfig(schedule=schedule, **{"budget": S.budget, "clock": current().clock, **config})
     extra = "".join(f"-{k}={v}" for k, v in sorted(config.items()))
     n = max_new_tokens or S.max_new_tokens
     name = f"suite-{schedule}{extra}" + (f"-n{limit}" if limit else "") + (f"-t{n}" if max_new_tokens else "")

@@ -11,6 +11,11 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mid", default=None, help="mid drafter: local folder, registered name or hub id")
     parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="auto", help="auto (bf16 where supported), bfloat16, float32, float16")
+    parser.add_argument("--mid-device", default=None, help="CUDA: the mid drafter's GPU (default: the target's first)")
+    parser.add_argument("--headroom-gib", type=float, default=None,
+                        help="CUDA: GiB kept free per GPU beside weights, KV caches and logits (default 2)")
+    parser.add_argument("--allow-offload", action="store_true",
+                        help="CUDA: let a target that does not fit the GPUs spill to the CPU (slow) instead of refusing")
 
 
 def add_prune_argument(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +57,9 @@ def load_pair_from_args(args: argparse.Namespace, require_mid: bool = True):
     from treegraft_lab.models import load_pair
 
     return load_pair(args.pair, target=args.target, mid=args.mid, device=args.device, dtype=args.dtype,
-                     require_mid=require_mid)
+                     require_mid=require_mid, mid_device=getattr(args, "mid_device", None),
+                     headroom_gib=getattr(args, "headroom_gib", None), allow_offload=getattr(args, "allow_offload", False),
+                     float32_logits=getattr(args, "float32_logits", False))
 
 
 def config_from_args(args: argparse.Namespace, **overrides):

@@ -67,7 +67,12 @@ class SubVocabHead(nn.Module):
 
 
 def target_fingerprint(target_model: nn.Module) -> str:
-    """A cheap, stable fingerprint of the target's weights (shape + sampled values)."""
+    """A cheap, stable fingerprint of the target's weights (shape + sampled values).
+
+    The sampled values are gathered on the weights' own device and copied to the host once, so a
+    target on any device (CUDA, several GPUs) fingerprints alike; weights with no data (the `meta`
+    device) get a `TreeGraftError`.
+    """
     sd = dict(target_model.named_parameters())
     h = hashlib.sha256()
     for name in ("model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight",
@@ -77,8 +82,11 @@ def target_fingerprint(target_model: nn.Module) -> str:
             continue
         h.update(name.encode())
         h.update(str(tuple(t.shape)).encode())
+        if t.device.type == "meta":
+            raise TreeGraftError(f"the target's weight {name} is on the meta device (not loaded): load the "
+                                 "target fully (no offload to disk) before its pocket drafter")
         flat = t.detach().reshape(-1)
-        h.update(flat[:: max(1, flat.numel() // 4096)].float().numpy().round(4).tobytes())
+        h.update(flat[:: max(1, flat.numel() // 4096)].float().cpu().numpy().round(4).tobytes())
     h.update(str(len(getattr(target_model.model, "layers", []))).encode())
     return h.hexdigest()[:16]
 
@@ -128,8 +136,8 @@ def build_drafter_skeleton(target_model: nn.Module, layers: list[int]) -> Any:
 def set_sub_vocab_head(drafter: Any, token_ids: torch.Tensor, bias: torch.Tensor | None) -> None:
     """Replace the drafter's head by a `SubVocabHead` over `token_ids` (rows of the embedding)."""
     emb = drafter.model.embed_tokens.weight
-    ids = token_ids.long()
-    b = None if bias is None else bias.to(emb.dtype)
+    ids = token_ids.long().to(emb.device)
+    b = None if bias is None else bias.to(emb.device, emb.dtype)
     drafter.lm_head = SubVocabHead(emb.detach()[ids].clone(), ids, emb.shape[0], b)
 
 
@@ -175,12 +183,15 @@ def load_drafter(target_model: nn.Module, folder: Path) -> Any:
         w = load_file(str(folder / WEIGHTS_NAME))
     except (SafetensorError, OSError, ValueError) as e:
         raise TreeGraftError(f"drafter weights in {folder} are unreadable ({e}): {_MISSING_HINT}") from e
+    missing = [k for k in ("layers", "lora_scale") if k not in cfg] + [k for k in ("head.token_ids",) if k not in w]
+    if missing:
+        raise TreeGraftError(f"drafter files in {folder} do not match: {', '.join(missing)} missing: {_MISSING_HINT}")
+    drafter = build_drafter_skeleton(target_model, [int(i) for i in cfg["layers"]])
+    apply_adapters(drafter, w, float(cfg["lora_scale"]))  # shape mismatches: TreeGraftError naming the folder's role
     try:
-        drafter = build_drafter_skeleton(target_model, [int(i) for i in cfg["layers"]])
-        apply_adapters(drafter, w, float(cfg["lora_scale"]))
         set_sub_vocab_head(drafter, w["head.token_ids"], w.get("head.bias"))
-    except (KeyError, RuntimeError, TypeError) as e:
-        raise TreeGraftError(f"drafter files in {folder} do not match ({e!r}): {_MISSING_HINT}") from e
+    except (IndexError, RuntimeError) as e:
+        raise TreeGraftError(f"drafter head in {folder} does not fit the target ({e}): {_MISSING_HINT}") from e
     for p in drafter.parameters():
         p.requires_grad_(False)
     drafter.eval()
@@ -189,7 +200,10 @@ def load_drafter(target_model: nn.Module, folder: Path) -> Any:
 
 @torch.no_grad()
 def apply_adapters(drafter: Any, w: dict[str, torch.Tensor], scale: float) -> None:
-    """Merge stored low-rank deltas and norm weights into the drafter's layer copies (in place)."""
+    """Merge stored low-rank deltas and norm weights into the drafter's layer copies (in place).
+
+    The stored tensors (read on the CPU) move to each layer's own device first.
+    """
     for j, layer in enumerate(drafter.model.layers):
         for name in PROJECTIONS:
             mod = layer.self_attn if name.endswith(("q_proj", "k_proj", "v_proj", "o_proj")) else layer.mlp
@@ -198,13 +212,17 @@ def apply_adapters(drafter: Any, w: dict[str, torch.Tensor], scale: float) -> No
             b = w.get(f"layers.{j}.{name}.lora_B")
             if a is None or b is None:
                 continue
-            delta = (b.float() @ a.float()) * scale
-            if delta.shape != lin.weight.shape:
-                raise RuntimeError(f"layer {j} {name}: delta {tuple(delta.shape)} vs {tuple(lin.weight.shape)}")
+            if (b.shape[0], a.shape[-1]) != tuple(lin.weight.shape):
+                raise TreeGraftError(f"drafter adapter layer {j} {name}: delta {(b.shape[0], a.shape[-1])} vs the "
+                                     f"target's {tuple(lin.weight.shape)}: {_MISSING_HINT} for this target")
+            dev = lin.weight.device
+            delta = (b.to(dev).float() @ a.to(dev).float()) * scale
             lin.weight.copy_((lin.weight.float() + delta).to(lin.weight.dtype))
         for norm in ("input_layernorm", "post_attention_layernorm"):
             t = w.get(f"layers.{j}.{norm}.weight")
             if t is not None:
-                getattr(layer, norm).weight.copy_(t.to(getattr(layer, norm).weight.dtype))
+                wt = getattr(layer, norm).weight
+                wt.copy_(t.to(wt.device, wt.dtype))
     if "norm.weight" in w:
-        drafter.model.norm.weight.copy_(w["norm.weight"].to(drafter.model.norm.weight.dtype))
+        wt = drafter.model.norm.weight
+        wt.copy_(w["norm.weight"].to(wt.device, wt.dtype))
