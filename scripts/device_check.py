@@ -52,6 +52,12 @@ def shapes(device: torch.device) -> dict:
     return dict(heads=4, kv_heads=2, head_dim=16, dtype=torch.float32)
 
 
+def clock(device: torch.device) -> str:
+    """The decoder's clock: the device's measured profile on CUDA (`costs.measure` runs there
+    too), the named a100-paper profile on the CPU (no minute spent measuring tiny models)."""
+    return "wall" if device.type == "cuda" else "a100-paper"
+
+
 def pair_folder(arch: str, device: torch.device) -> Path:
     """The tiny pair of `arch` for `device`, saved once under the work folder."""
     from tiny import save_tiny_pair
@@ -198,7 +204,7 @@ def step_cache(dev: torch.device) -> dict:
     for arch in ARCHS:
         pair = load(arch, dev)
         ids = prompt_ids(pair, 60)
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=clock(dev)))
         dec.generate(ids, max_new_tokens=20)
         for label, cache, model, n in (("target", dec.target.cache, pair.target, dec.target.cached),
                                        ("mid", dec.mid.cache, pair.mid, dec.mid.cached)):
@@ -237,12 +243,13 @@ def step_greedy(dev: torch.device) -> dict:
     for arch in ARCHS:
         for f32 in variants:
             pair = load(arch, dev, float32_logits=f32)
-            prompts = [prompt_ids(pair, 50), prompt_ids(pair, 200)[120:]]
-            refs = [_greedy(pair, p, 24) for p in prompts]
+            prompts = [prompt_ids(pair, 50), prompt_ids(pair, 200)[120:]][: 2 if dev.type == "cuda" else 1]
+            new = 24 if dev.type == "cuda" else 12  # the CPU run is a smoke run of the same code
+            refs = [_greedy(pair, p, new) for p in prompts]
             for schedule in ("small", "mid", "10101", "oracle"):
                 match, gaps = 0, []
                 for p, ref in zip(prompts, refs):
-                    ours = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule)).generate(p, max_new_tokens=24).token_ids
+                    ours = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, clock=clock(dev))).generate(p, max_new_tokens=new).token_ids
                     if ours == ref:
                         match += 1
                         continue
@@ -268,7 +275,7 @@ def step_sampling(dev: torch.device) -> dict:
         ids = prompt_ids(pair, 50)
         runs = {}
         for seed in (0, 0, 1):
-            cfg = DecodeConfig(schedule="10101", temperature=1.0, top_p=0.95, seed=seed)
+            cfg = DecodeConfig(schedule="10101", temperature=1.0, top_p=0.95, seed=seed, clock=clock(dev))
             runs.setdefault(seed, []).append(TreeGraftDecoder(pair, cfg).generate(ids, max_new_tokens=24).token_ids)
         vocab = len(pair.tokenizer)
         same = runs[0][0] == runs[0][1]
@@ -295,7 +302,7 @@ def step_pocket(dev: torch.device) -> dict:
     pair.mid = drafter
     ids = prompt_ids(pair, 50)
     ref = _greedy(pair, ids, 24)
-    ours = TreeGraftDecoder(pair, DecodeConfig(schedule="10101")).generate(ids, max_new_tokens=24).token_ids
+    ours = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=clock(dev))).generate(ids, max_new_tokens=24).token_ids
     out = {"devices": where, "matches_greedy": ours == ref}
     print(json.dumps(out))
     check(where == sorted({str(p.device) for p in pair.target.parameters()}), f"drafter tensors on {where}")

@@ -1,7 +1,9 @@
 """The decoder on the device named by TREEGRAFT_TEST_DEVICE (default cpu): lossless, profiled, modelled.
 
-`scripts/device_check.sh` runs this file with DEVICE=cuda on a GPU machine (bf16 there) and with
-DEVICE=cpu in `make test`. Asking for CUDA where there is none fails: it is not skipped.
+Float32 tiny Llama models moved with `.to()`; `TREEGRAFT_TEST_DEVICE=cuda` runs the same on a
+GPU. The bf16, realistic-shape, `load_pair`, long-prompt, sampling, oracle, pocket-drafter and HF
+peer checks are `scripts/device_check.sh`'s steps. Asking for CUDA where there is none fails: it
+is not skipped.
 """
 
 from __future__ import annotations

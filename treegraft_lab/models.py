@@ -597,6 +597,10 @@ def load_pair(
     if pocket_loader is not None:
         try:
             mid_model = pocket_loader(target_model, Path(m_path)).eval()
+            if dev.type == "cuda":
+                from treegraft_lab import kv
+
+                kv.use_folded_attention(mid_model)
         except (OSError, RuntimeError, ValueError, TypeError, IndexError) as e:
             if isinstance(e, TreeGraftError):
                 raise
