@@ -277,7 +277,7 @@ def step_sampling(dev: torch.device) -> dict:
         for seed in (0, 0, 1):
             cfg = DecodeConfig(schedule="10101", temperature=1.0, top_p=0.95, seed=seed, clock=clock(dev))
             runs.setdefault(seed, []).append(TreeGraftDecoder(pair, cfg).generate(ids, max_new_tokens=24).token_ids)
-        vocab = len(pair.tokenizer)
+        vocab = pair.target.config.vocab_size
         same = runs[0][0] == runs[0][1]
         out[arch] = {"seed0": runs[0][0], "seed1": runs[1][0], "same_seed_same_tokens": same}
         print(arch, json.dumps(out[arch]))
@@ -291,13 +291,16 @@ def step_pocket(dev: torch.device) -> dict:
     the target's device, and tree decoding with it lossless."""
     from tiny import pocket_folder
 
+    from treegraft_lab import cpu_path
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.zoo.drafter import load_drafter
 
-    pair = load("llama", dev)
+    pair = load("llama", dev, cpu_path=False)  # as load_pair does: the drafter copies the stock layers
     folder = pocket_folder(pair.target, work_dir() / f"pocket-{dev.type}", sub=48)
     drafter = load_drafter(pair.target, folder)
+    if cpu_path.install(pair.target):
+        cpu_path.install(drafter)
     where = sorted({str(t.device) for t in [*drafter.parameters(), *drafter.buffers(), drafter.lm_head.token_ids]})
     pair.mid = drafter
     ids = prompt_ids(pair, 50)

@@ -5,6 +5,8 @@ and load in bf16 on CUDA by `plan_placement`'s policy: the mid drafter on ONE GP
 first unless told), the target on that GPU alone when it fits there with headroom for its KV
 cache and logits, spread over the visible GPUs only when it must be, and a one-line refusal
 naming the sizes instead of a silent CPU or disk offload. Any target/mid may be a local folder.
+The CUDA path has not yet run on a GPU: the tests check the placement from sizes on the CPU, and
+`scripts/device_check.sh` is the check for the first GPU machine.
 """
 
 from __future__ import annotations
@@ -477,7 +479,8 @@ def _load_causal_lm(path: str, label: str, device: torch.device, dtype: torch.dt
 
 def _plan(t_path: str, m_path: str | None, pocket: bool, dev: torch.device, dt: torch.dtype,
           mid_device: str | None, headroom_gib: float | None, allow_offload: bool) -> Placement:
-    """`plan_placement` on this machine's free GPU memory and the pair's sizes."""
+    """`plan_placement` on this machine's free GPU memory and the pair's sizes (CUDA only; not yet
+    run on a GPU)."""
     t_bytes, t_cfg = model_bytes(t_path, dt)
     m_bytes, m_res = 0, 0
     if m_path is not None and pocket:  # a few of the target's layers, built on the target's device
