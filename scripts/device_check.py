@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python3 scripts/device_check.py STEP --device cuda --out DIR
 
-Steps: versions, load, tree, cache, greedy, sampling, pocket, hf, profile. A step prints what it
+Steps: versions, load, tree, cache, greedy, sampling, pocket, hf, costs, profile. A step prints what it
 measured, appends one JSON line to DIR/results.jsonl, ends with a `RESULT` line and exits 1 when a
 check fails (the traceback goes to stderr). It needs torch and transformers only (no plotly, no
 ipywidgets): a bare GPU machine's python3 runs it with the project on PYTHONPATH.
@@ -53,9 +53,9 @@ def shapes(device: torch.device) -> dict:
 
 
 def clock(device: torch.device) -> str:
-    """The decoder's clock: the device's measured profile on CUDA (`costs.measure` runs there
-    too), the named a100-paper profile on the CPU (no minute spent measuring tiny models)."""
-    return "wall" if device.type == "cuda" else "a100-paper"
+    """The decoding steps' clock: the named a100-paper profile (decisions and pricing read it), so
+    that measuring this device's profile is one step of its own (`costs`), not a part of each."""
+    return "a100-paper"
 
 
 def pair_folder(arch: str, device: torch.device) -> Path:
@@ -244,7 +244,7 @@ def step_greedy(dev: torch.device) -> dict:
         for f32 in variants:
             pair = load(arch, dev, float32_logits=f32)
             prompts = [prompt_ids(pair, 50), prompt_ids(pair, 200)[120:]][: 2 if dev.type == "cuda" else 1]
-            new = 24 if dev.type == "cuda" else 12  # the CPU run is a smoke run of the same code
+            new = 24 if dev.type == "cuda" else 8  # the CPU run is a smoke run of the same code
             refs = [_greedy(pair, p, new) for p in prompts]
             for schedule in ("small", "mid", "10101", "oracle"):
                 match, gaps = 0, []
@@ -273,16 +273,16 @@ def step_sampling(dev: torch.device) -> dict:
     for arch in ARCHS:
         pair = load(arch, dev)
         ids = prompt_ids(pair, 50)
-        runs = {}
+        runs, new = {}, 24 if dev.type == "cuda" else 12
         for seed in (0, 0, 1):
             cfg = DecodeConfig(schedule="10101", temperature=1.0, top_p=0.95, seed=seed, clock=clock(dev))
-            runs.setdefault(seed, []).append(TreeGraftDecoder(pair, cfg).generate(ids, max_new_tokens=24).token_ids)
+            runs.setdefault(seed, []).append(TreeGraftDecoder(pair, cfg).generate(ids, max_new_tokens=new).token_ids)
         vocab = pair.target.config.vocab_size
         same = runs[0][0] == runs[0][1]
         out[arch] = {"seed0": runs[0][0], "seed1": runs[1][0], "same_seed_same_tokens": same}
         print(arch, json.dumps(out[arch]))
         check(same, f"{arch}: one seed gave two outputs")
-        check(all(0 <= t < vocab and len(r) == 24 for rs in runs.values() for r in rs for t in r), f"{arch}: bad tokens")
+        check(all(0 <= t < vocab and len(r) == new for rs in runs.values() for r in rs for t in r), f"{arch}: bad tokens")
     return out
 
 
@@ -329,6 +329,26 @@ def step_hf(dev: torch.device) -> dict:
             out[f"{arch}-{name}"] = {"matches_greedy": got == ref}
             print(f"{arch} {name}", json.dumps(out[f"{arch}-{name}"]))
             check(got == ref or pair.dtype != torch.float32, f"{arch} {name}: float32 output differs from greedy")
+    return out
+
+
+def step_costs(dev: torch.device) -> dict:
+    """This device's profile of the tiny Llama pair (`costs.measure`, every forward synchronised),
+    and a decode that reads it (`clock=` the measured profile, value pruning)."""
+    from treegraft_lab import costs
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    pair = load("llama", dev)
+    prof = costs.measure(pair, progress=False, repeats=1 if dev.type == "cpu" else 3)
+    ids = prompt_ids(pair, 50)
+    gen = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=prof, prune="value")).generate(ids, max_new_tokens=12)
+    out = {"name": prof.name, "target_ms_1": prof.target_ms(1), "target_ms_64": prof.target_ms(64),
+           "mid_ms_1": prof.mid_ms(1), "modelled_on": gen.stats["modelled_on"],
+           "matches_greedy": gen.token_ids == _greedy(pair, ids, 12)}
+    print(json.dumps(out))
+    check(prof.target_ms(64) > 0 and gen.stats["modelled_ms"] > 0, "no positive modelled time")
+    check(out["matches_greedy"] or pair.dtype != torch.float32, "float32 decoding differs from greedy")
     return out
 
 
@@ -395,7 +415,8 @@ def step_profile(dev: torch.device, out_dir: Path) -> dict:
 
 
 STEPS = {"versions": step_versions, "load": step_load, "tree": step_tree, "cache": step_cache, "greedy": step_greedy,
-         "sampling": step_sampling, "pocket": step_pocket, "hf": step_hf, "profile": step_profile}
+         "sampling": step_sampling, "pocket": step_pocket, "hf": step_hf, "costs": step_costs,
+         "profile": step_profile}
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ DEVICE=${DEVICE:-cuda}
 PY=${PY:-python3}
 OUT=${OUT:-device-check/$(date -u +%Y%m%d-%H%M%S)-$DEVICE}
 STEP_TIMEOUT=${STEP_TIMEOUT:-300}
-STEPS=${STEPS:-"versions load tree cache greedy sampling pocket hf profile"}
+STEPS=${STEPS:-"versions load tree cache greedy sampling pocket hf costs profile"}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export TREEGRAFT_CHECK_WORK=${TREEGRAFT_CHECK_WORK:-${TMPDIR:-/tmp}/treegraft-device-check-$DEVICE}
 export TREEGRAFT_PROFILE_CACHE=${TREEGRAFT_PROFILE_CACHE:-$TREEGRAFT_CHECK_WORK/profiles}
