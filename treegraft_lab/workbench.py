@@ -93,8 +93,8 @@ class Params:
                 f"  treegraft-lab train-scheduler --pair {name} --profile {self.clock} --prune {prune}"]
 
     def __repr__(self) -> str:
-        lines = [f"pair {self.pair}, device {self.device}, clock {self.clock}  "
-                 f"(set {PAIR_ENV}, {DEVICE_ENV}, {CLOCK_ENV} or wb.params(...))"]
+        lines = [f"pair {self.pair}, device {self.device}, clock {self.clock}",
+                 f"(set by {PAIR_ENV}, {DEVICE_ENV}, {CLOCK_ENV} or wb.params(...))"]
         try:
             lines += self.scheduler_lines()
         except Exception as e:  # a profile name that does not resolve, an unknown device
