@@ -51,11 +51,11 @@ CHECKS_JS = r"""
     if (/Loading widget|Error displaying widget/.test(text)) out.push(['widget-not-shown', text.slice(0, 80)]);
     for (const el of o.querySelectorAll('.js-plotly-plot svg.main-svg, img, table, .jupyter-widgets')) {
       const b = box(el), sc = el.closest('.tg-scroll');
-      if (sc && sc !== el && o.contains(sc)) continue;  // inside a box that scrolls sideways on purpose
+      if (sc && sc !== el) continue;  // inside a box that scrolls sideways on purpose (the box itself is checked)
       if (shown(b) && (b.right > ob.right + 1 || b.left < ob.left - 1))
         out.push(['wider-than-output', `${el.tagName.toLowerCase()} ${Math.round(b.width)} px in ${Math.round(ob.width)} px`]);
     }
-    if (o.scrollWidth > o.clientWidth + 1) out.push(['wider-than-output', `scrolls: ${o.scrollWidth} px in ${o.clientWidth} px`]);
+    if (o.scrollWidth > o.clientWidth + 1 && !o.closest('.tg-scroll')) out.push(['wider-than-output', `scrolls: ${o.scrollWidth} px in ${o.clientWidth} px`]);
   }
   for (const plot of cell.querySelectorAll('.js-plotly-plot')) {
     const svg = plot.querySelector('svg.main-svg');
@@ -111,11 +111,11 @@ CHECKS_JS = r"""
   if (opts.words) for (const th of cell.querySelectorAll('.jp-OutputArea-output table th'))
     if (snake.test(th.textContent.trim())) out.push(['snake-case-header', th.textContent.trim()]);
   for (const sl of cell.querySelectorAll('.tg-round-slider')) {
-    const h = sl.querySelector('[role=slider]'), track = sl.querySelector('.noUi-target, .slider-container');
-    if (!h || !track) continue;
+    const h = sl.querySelector('[role=slider]');
+    if (!h) continue;
+    const track = Math.max(0, ...[...sl.querySelectorAll('.noUi-base, .noUi-target')].map(e => box(e).width));
     const n = parseFloat(h.getAttribute('aria-valuemax')) - parseFloat(h.getAttribute('aria-valuemin'));
-    if (n > 0 && box(track).width / n < 4)
-      out.push(['slider-too-narrow', `${Math.round(box(track).width)} px for ${n} rounds`]);
+    if (n > 0 && track / n < 4) out.push(['slider-too-narrow', `${Math.round(track)} px for ${n} rounds`]);
   }
   const sel = '.widget-inline-hbox, .jupyter-button, .widget-checkbox, .widget-dropdown, .widget-label';
   const ctrls = [...cell.querySelectorAll(sel)].filter(e => !e.parentElement.closest(sel)).map(e => [e, box(e)])

@@ -86,7 +86,7 @@ def info_html(run, round: int, step: int, run_id: int = 0) -> str:
     r = _row(run.rounds, run=run_id, round=round)
     text = (f"<b>round {round}</b>: schedule {r['schedule']} · A = {r['accepted']} (+1 bonus) · "
             f"{r['mid_calls']} mid calls · {r['nodes']} nodes, {r['kept']} kept · draft {r['draft_ms']:,.0f} ms · "
-            f"verify {r['verify_ms']:,.0f} ms · eta {r['eta']:.2f} tokens/s") if r is not None else ""
+            f"verify {r['verify_ms']:,.0f} ms · eta {r['eta']:.2f} tokens/s (A + 1 over the round's time)") if r is not None else ""
     s = _row(run.steps, run=run_id, round=round, step=step) if step != VERIFY else None
     if s is not None:
         who = "mid drafter (LM)" if s["call_mid"] else "small drafter (n-gram)"
@@ -165,7 +165,7 @@ class StepThroughViewer(W.VBox):
     def _figure(self) -> go.Figure:
         step = None if self.step.value == VERIFY else int(self.step.value)
         return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
-                           max_children=self.siblings.value or None, scroll=True)
+                           max_children=self.siblings.value or None, scroll=not self.siblings.value)  # all: scrolls
 
     def _changed(self, change: dict | None = None) -> None:
         """Redraw for a user's change. The kernel may deliver a change while a redraw is running
@@ -323,7 +323,7 @@ class SchedulePlayground(W.VBox):
         self.cfg = json.loads(row["config"]) if row is not None else {}
         self.prompt_len = len(row["prompt_ids"])
         rounds = run.rounds[run.rounds["run"] == run_id]
-        self.pick_round = W.Dropdown(options=[(f"{r.round} (recorded A = {r.accepted}, schedule {r.schedule})", int(r.round))
+        self.pick_round = W.Dropdown(options=[(f"{r.round} · recorded A = {r.accepted} · {r.schedule}", int(r.round))
                                               for r in rounds.itertuples()], value=round, description="round",
                                      layout={"width": "24em"})
         self.pick_round.add_class("tg-round-pick")
@@ -349,8 +349,7 @@ class SchedulePlayground(W.VBox):
         self.export.add_class("tg-export")
         self.show = W.Dropdown(options=[], description="tree of")
         self.show.observe(lambda _c: self._draw(), "value")
-        self.plot, self.figure = W.Output(layout={"overflow": "auto", "max_width": "100%"}), go.Figure()
-        self.plot.add_class("tg-scroll")
+        self.plot, self.figure = W.Output(), go.Figure()
         self.results: dict[str, tuple[Any, Any]] = {}
         self.times: dict[str, list[tuple[float, float, float]]] = {}  # setting -> (draft s, verify s, round s) per repeat
         self.plain_s: list[float] = []  # plain decoding: seconds per token, per repeat
@@ -513,7 +512,7 @@ class SchedulePlayground(W.VBox):
             self.button.disabled = self.pair is None
         self.replayed = snapshot
         why = adaptive_status(self.pair, self.base_config())
-        self.progress.value = f"replayed {len(self.results)} settings, {n} times each." + (
+        self.progress.value = f"replayed {len(self.results)} settings, {n} time{'s' if n != 1 else ''} each." + (
             f' <span title="{html.escape(why)}">Adaptive not shown: see the note beside the profile.</span>'
             if why else "")
         df = self.table_frame()
@@ -542,12 +541,12 @@ class SchedulePlayground(W.VBox):
         rec = _row(self.run.rounds, run=self.run_id, round=self.round_idx)
         if rec is not None:
             same = prof is not None and rec.get("modelled_on") == prof.name
-            rows.append({"setting": "recorded (original run)", "schedule": rec["schedule"], "A": rec["accepted"],
+            rows.append({"setting": "recorded run", "schedule": rec["schedule"], "A": rec["accepted"],
                          "mid calls": rec["mid_calls"], "nodes": rec["nodes"], "kept": rec["kept"],
                          "draft (ms)": rec["draft_ms"], "verify (ms)": rec["verify_ms"], "eta": [rec["eta"]],
                          "modelled round (ms)": rec["modelled_ms"] if same else math.nan})
         if self.plain_s and prof is not None:
-            rows.append(baseline_row("plain decoding (target alone)", self.plain_s, prof.target_ms(1)))
+            rows.append(baseline_row("plain decoding", self.plain_s, prof.target_ms(1)))
         for name, (info, _run) in self.results.items():
             t = self.times.get(name, [(info.draft_s, info.verify_s, info.round_s)])
             rows.append({"setting": name, "schedule": info.schedule, "A": info.accepted, "mid calls": info.mid_calls,
@@ -561,8 +560,7 @@ class SchedulePlayground(W.VBox):
             df.insert(9, "eta low", [min(e) for e in etas])
             df.insert(10, "eta high", [max(e) for e in etas])
             ms = df["modelled round (ms)"].astype(float)
-            tokens = df["A"].where(df["setting"] != "plain decoding (target alone)", 0) + 1
-            df["modelled tokens/s"] = (1000 * tokens / ms).where(ms > 0)
+            df["modelled tokens/s"] = (1000 * (df["A"] + 1) / ms).where(ms > 0)
         df.attrs["modelled_on"] = self.modelled_on
         df.attrs["repeats"] = int(self.replayed["repeats"]) if self.replayed else int(self.repeats.value)
         return df
@@ -576,15 +574,17 @@ class SchedulePlayground(W.VBox):
         wide = df.drop(columns=["eta low", "eta high"]).copy()
         spread = [f"{lo:.1f}–{hi:.1f}" if hi > lo else "—" for lo, hi in zip(df["eta low"], df["eta high"])]
         wide.insert(list(wide.columns).index("eta (tokens/s)") + 1, "eta range", spread)
-        measured = f"measured here: median of {n} replay{'s' if n != 1 else ''} (range)"
-        names = {"schedule": "schedule (1 = mid step)", "A": "accepted draft tokens A", "nodes": "nodes drafted",
-                 "kept": "nodes kept", "eta (tokens/s)": "tokens/s (eta)", "eta range": "tokens/s range",
+        measured = f"measured here: median of {n} replay{'s' if n != 1 else ''}"
+        names = {"schedule": "schedule (1 = mid)", "A": "accepted draft tokens A", "nodes": "nodes drafted",
+                 "kept": "nodes kept", "eta (tokens/s)": "tokens/s (eta)", "eta range": "range",
                  "modelled round (ms)": "round (ms)", "modelled tokens/s": "tokens/s"}
         top = {c: measured for c in ("draft (ms)", "verify (ms)", "eta (tokens/s)", "eta range")}
-        top |= {c: f"modelled on {on}" for c in ("modelled round (ms)", "modelled tokens/s")}
+        top |= {c: "modelled on the profile" for c in ("modelled round (ms)", "modelled tokens/s")}
         wide.columns = pd.MultiIndex.from_tuples([(top.get(c, ""), names.get(c, c)) for c in wide.columns])
         ms = [c for c in wide.columns if c[1] in ("draft (ms)", "verify (ms)", "round (ms)")]
-        return styled(wide, ms=ms, decimals=2).hide(axis="index").set_table_styles(GROUPED_CSS, overwrite=False)
+        caption = f"modelled on {on}; measured on this machine, {n} replay{'s' if n != 1 else ''} per setting"
+        return (styled(wide, ms=ms, decimals=2).hide(axis="index").set_caption(caption)
+                .set_table_styles(GROUPED_CSS, overwrite=False))
 
     def export_links(self, df: pd.DataFrame | None = None) -> str:
         """Download links (CSV, JSON) of the table, the settings and profile in the JSON."""
@@ -614,11 +614,13 @@ class SchedulePlayground(W.VBox):
 
     def _draw(self) -> None:
         if self.show.value in self.results:
-            fig = tree_figure(self.results[self.show.value][1], 0, scroll=True)
+            fig = tree_figure(self.results[self.show.value][1], 0)
             plain = fig.layout.title.text.replace("<br>", " ").replace(" ·  ", " · ")
             retitle(fig, f"{self.show.value}: " + plain.replace("round 0", f"replay of round {self.round_idx}", 1))
             self.figure = draw(self.plot, fig)
 
 
 GROUPED_CSS = [{"selector": "th.col_heading", "props": "white-space: normal"},  # headers wrap: the table fits 848 px
-               {"selector": "th.col_heading.level0", "props": "text-align: center; border-bottom: 1px solid #bbb"}]
+               {"selector": "th.col_heading.level0", "props": "text-align: center; border-bottom: 1px solid #bbb"},
+               {"selector": "td.col0", "props": "white-space: normal; min-width: 7em"},  # setting names wrap too
+               {"selector": "caption", "props": "caption-side: top; text-align: left; font-size: 12px; color: #444"}]

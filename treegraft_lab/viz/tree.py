@@ -39,7 +39,8 @@ FONT_SIZE = 10
 CHAR_W = 0.62 * FONT_SIZE  # px per character of the monospace label font (DejaVu Sans Mono: 0.602 em)
 LEAF_PX, ROW_PX = 34, 78  # preferred px per leaf column and per depth row
 MARGIN = {"l": 10, "r": 175, "t": 62, "b": 10, "autoexpand": False}  # r: the legend; t: toolbar, then one title line
-TOOLBAR_PX = 30  # plotly's toolbar (shown on hover) takes the top 30 px: the title starts below it
+TOOLBAR_PX = 30  # plotly's toolbar (shown on hover) takes the top 25 px of the right half: the title starts below it
+MULTILINE_SHIFT_PX = 12
 TITLE_SIZE, TITLE_LINE_PX = 14, 19
 TITLE_CHAR_W = 0.56 * TITLE_SIZE  # px per character, a safe upper bound for plotly's Open Sans
 MIN_HEIGHT = 300  # px: the full legend (11 entries) at font size 11
@@ -400,6 +401,12 @@ def title_lines(title: str) -> int:
     return title.count("<br>") + 1
 
 
+def _title_y(title: str, height: float) -> float:
+    """The title's y (container fraction, anchored at its top) that puts its first line TOOLBAR_PX
+    below the figure's top; plotly draws a title of several lines about 10 px higher than one line."""
+    return 1 - (TOOLBAR_PX + (MULTILINE_SHIFT_PX if title_lines(title) > 1 else 0)) / height
+
+
 def retitle(fig: go.Figure, text: str) -> go.Figure:
     """Give `fig` (a tree figure) the title `text`, wrapped to its width, the top margin grown or
     shrunk to its lines."""
@@ -407,7 +414,7 @@ def retitle(fig: go.Figure, text: str) -> go.Figure:
     extra = TITLE_LINE_PX * (title_lines(new) - title_lines(fig.layout.title.text or ""))
     height = fig.layout.height + extra
     fig.update_layout(height=height, margin={"t": fig.layout.margin.t + extra},
-                      title={"text": new, "y": 1 - TOOLBAR_PX / height})
+                      title={"text": new, "y": _title_y(new, height)})
     return fig
 
 
@@ -418,11 +425,12 @@ def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: s
     extra = TITLE_LINE_PX * ((lines or title_lines(title)) - 1)
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "container",
-               "y": 1 - TOOLBAR_PX / (height + extra), "yanchor": "top", "font": {"size": TITLE_SIZE}},
+               "y": _title_y(title, height + extra), "yanchor": "top", "font": {"size": TITLE_SIZE}},
         width=width, height=height + extra,
         margin={**MARGIN, "t": MARGIN["t"] + extra}, plot_bgcolor="white", paper_bgcolor="white",
         xaxis={**axis, "range": xr}, yaxis={**axis, "range": yr},
-        legend={"x": 1.01, "xanchor": "left", "y": 1.0, "font": {"size": 11}, "itemsizing": "constant"},
+        legend={"x": 1 + 8 / (width - MARGIN["l"] - MARGIN["r"]), "xanchor": "left", "y": 1.0, "font": {"size": 11},
+                "itemsizing": "constant"},  # 8 px right of the plot at any width
         hoverlabel={"font": {"family": FONT, "size": 11}, "align": "left"},
     )
 
@@ -448,6 +456,8 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
     fig = go.Figure(data=frames[0].data, frames=frames)
     _style(fig, width, height + 125, xr, yr, frames[0].layout.title.text,
            lines=max(title_lines(f.layout.title.text) for f in frames))  # every frame's title fits
+    for f in frames:
+        f.layout.title.y = _title_y(f.layout.title.text, fig.layout.height)
     anim = {"frame": {"duration": duration_ms, "redraw": True}, "transition": {"duration": 0}, "mode": "immediate"}
     fig.update_layout(
         margin={"b": 135},  # the buttons, and the slider on its own row below them
