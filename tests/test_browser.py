@@ -363,7 +363,7 @@ def moved(page, name: str, what: str, t0: float, selector: str) -> None:
     folder = ARTIFACTS / "moves" / name.removesuffix(".ipynb")
     folder.mkdir(parents=True, exist_ok=True)
     shot = folder / f"{len([m for m in MOVES if m['notebook'] == name]):02d}_{what.replace(' ', '_')[:40]}.png"
-    page.locator(selector).first.screenshot(path=str(shot))
+    page.locator(".jp-Cell", has=page.locator(selector)).last.locator(".jp-OutputArea").first.screenshot(path=str(shot))
     MOVES.append({"notebook": name, "move": what, "seconds": round(seconds, 2), "screenshot": str(shot.name)})
     (ARTIFACTS / "moves.json").write_text(json.dumps(MOVES, indent=1))
     problems = check_cell(page, selector)
@@ -464,7 +464,7 @@ def interact_02(page, name: str = "02_tree_growth_animation.ipynb") -> None:
         if "verify" in label:
             break
         time.sleep(0.2)
-    moved(page, name, "played to verify", t0, ".jp-Cell:has(.js-plotly-plot) .jp-OutputArea")
+    moved(page, name, "played to verify", t0, ".js-plotly-plot")
     assert any("step" in k for k in seen) and any("verify" in k for k in seen), seen.keys()
     assert not [p for v in seen.values() for p in v], seen
 
@@ -474,8 +474,11 @@ def replay_06(page, name: str, what: str, done_js: str) -> None:
     time.sleep(1)  # the kernel takes each control change before the click
     t0 = time.perf_counter()
     pg.locator("button.tg-replay").click()
+    page.wait_for_function("() => document.querySelector('.tg-playground button.tg-replay').disabled || "
+                           "document.querySelector('.tg-playground').innerText.includes('replaying')", timeout=60_000, polling=50)
     page.wait_for_function("() => !document.querySelector('.tg-playground .tg-stale-note') && "
-                           "document.querySelector('.tg-playground').innerText.includes('times each')", timeout=600_000)
+                           "!document.querySelector('.tg-playground button.tg-replay').disabled && "
+                           "/replayed \\d+ settings/.test(document.querySelector('.tg-playground').innerText)", timeout=600_000)
     page.wait_for_function(done_js, timeout=600_000)
     moved(page, name, what, t0, ".tg-playground")
 
@@ -493,8 +496,11 @@ def interact_06(page, name: str = "06_schedule_playground.ipynb") -> None:
     replay_06(page, name, "replay EG off",
               "() => document.querySelector('.tg-playground table').innerText.includes('w/o EG')")
     pg.locator(".widget-checkbox", has_text="EG").locator("input").click()
-    pg.locator(".widget-dropdown", has_text="round").first.locator("select").select_option(index=0)
-    replay_06(page, name, "replay round 0", "() => document.querySelector('.tg-playground').innerText.includes('replay of round 0')")
+    rounds = pg.locator(".tg-round-pick select")
+    last = rounds.locator("option").last.text_content().split(" ")[0]  # another round than the one shown
+    rounds.select_option(index=rounds.locator("option").count() - 1)
+    replay_06(page, name, f"replay round {last}",
+              f"() => document.querySelector('.tg-playground').innerText.includes('round {last} of run')")
     # the profile selector: the paper's A100 costs (with top-k pruning, what its scheduler is trained for)
     pg.locator(".widget-dropdown", has_text="profile").locator("select").select_option(label="paper A100 (modelled)")
     pg.locator(".widget-dropdown", has_text="pruning").locator("select").select_option(label="top-k by score (paper)")

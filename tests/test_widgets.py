@@ -290,7 +290,7 @@ def test_the_profile_is_named_by_device_dtype_and_date_never_by_its_hash(tiny):
     df = pg.replay()
     here = costs.for_pair(pair)
     words = profile_name(here)
-    assert "float32" in words and "threads" in words and "measured 20" in words and here.name not in words
+    assert "float32" in words and "thread" in words and "measured 20" in words and here.name not in words
     assert df.attrs["modelled_on"] == words and here.name not in pg.table.value and here.name not in pg.adaptive.value
     assert html.escape(words) in pg.adaptive.value  # the note beside the selector says which profile it is
 

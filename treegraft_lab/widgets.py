@@ -267,7 +267,8 @@ def profile_name(profile) -> str:
     · measured 2026-12-01", "NVIDIA A100 (the paper's setting, fp16) · derived from published costs"."""
     key = getattr(profile, "key", {}) or {}
     if key.get("hardware"):
-        device = f"{key['hardware']}, {key.get('dtype', '')}, {key.get('threads', '?')} threads"
+        threads = key.get("threads", "?")
+        device = f"{key['hardware']}, {key.get('dtype', '')}, {threads} thread{'' if threads == 1 else 's'}"
     else:
         device = profile.device.split(")")[0] + ")" if ")" in profile.device else (profile.device or profile.name)
     src = profile.source or ""
@@ -300,6 +301,13 @@ COLUMN_WORDS = {  # recorded column names -> headers in words (units in brackets
 def in_words(df: pd.DataFrame) -> pd.DataFrame:
     """`df` with its recorded column names replaced by headers in words (see the glossary in 01)."""
     return df.rename(columns=COLUMN_WORDS)
+
+
+def words_table(df: pd.DataFrame, **kw: Any) -> Any:
+    """`df` for display (workbench.styled, `kw` in recorded or worded column names), headers in words
+    that wrap so the table fits the output area, no index."""
+    kw = {k: [COLUMN_WORDS.get(c, c) for c in v] for k, v in kw.items()}
+    return styled(in_words(df), **kw).hide(axis="index").set_table_styles(GROUPED_CSS[:1], overwrite=False)
 
 
 class SchedulePlayground(W.VBox):
@@ -340,7 +348,7 @@ class SchedulePlayground(W.VBox):
                                         tooltip="replays per setting: measured times are their median, eta with its range",
                                         layout={"width": "10em"})
         self._build_costs(prune, clock)
-        self.button = W.Button(description="replay", button_style="primary", icon="play")
+        self.button = W.Button(description="replay", button_style="primary", icon="play", layout={"width": "16em"})
         self.button.add_class("tg-replay")
         self.button.on_click(lambda _b: self.replay())
         self.table, self.status, self.progress = W.HTML(), W.HTML(), W.HTML()
