@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "browser"
+ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS") or Path(__file__).resolve().parent.parent / "test-artifacts" / "browser")
 VIEWPORT = {"width": 1280, "height": 1300}  # a laptop screen's width, JupyterLab's default layout (file browser open); tall for screenshots
 TWIN = "broken_twin.ipynb"
 README_SHOTS = {"01_step_through.ipynb": (".tg-viewer", "viewer"), "02_tree_growth_animation.ipynb": (".js-plotly-plot", "growth"),
@@ -497,7 +497,7 @@ def interact_06(page, name: str = "06_schedule_playground.ipynb") -> None:
               "() => document.querySelector('.tg-playground table').innerText.includes('w/o EG')")
     pg.locator(".widget-checkbox", has_text="EG").locator("input").click()
     rounds = pg.locator(".tg-round-pick select")
-    last = rounds.locator("option").last.text_content().split(" ")[0]  # another round than the one shown
+    last = rounds.locator("option").last.text_content().split()[0]  # another round (labels use no-break spaces)
     rounds.select_option(index=rounds.locator("option").count() - 1)
     replay_06(page, name, f"replay round {last}",
               f"() => document.querySelector('.tg-playground').innerText.includes('round {last} of run')")

@@ -165,7 +165,7 @@ class StepThroughViewer(W.VBox):
     def _figure(self) -> go.Figure:
         step = None if self.step.value == VERIFY else int(self.step.value)
         return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
-                           max_children=self.siblings.value or None, scroll=not self.siblings.value)  # all: scrolls
+                           max_children=self.siblings.value or None, scroll=True)  # a wide tree scrolls sideways
 
     def _changed(self, change: dict | None = None) -> None:
         """Redraw for a user's change. The kernel may deliver a change while a redraw is running
@@ -357,7 +357,8 @@ class SchedulePlayground(W.VBox):
         self.export.add_class("tg-export")
         self.show = W.Dropdown(options=[], description="tree of")
         self.show.observe(lambda _c: self._draw(), "value")
-        self.plot, self.figure = W.Output(), go.Figure()
+        self.plot, self.figure = W.Output(layout={"overflow": "auto", "max_width": "100%"}), go.Figure()
+        self.plot.add_class("tg-scroll")  # a wide tree scrolls sideways
         self.results: dict[str, tuple[Any, Any]] = {}
         self.times: dict[str, list[tuple[float, float, float]]] = {}  # setting -> (draft s, verify s, round s) per repeat
         self.plain_s: list[float] = []  # plain decoding: seconds per token, per repeat
@@ -622,7 +623,7 @@ class SchedulePlayground(W.VBox):
 
     def _draw(self) -> None:
         if self.show.value in self.results:
-            fig = tree_figure(self.results[self.show.value][1], 0)
+            fig = tree_figure(self.results[self.show.value][1], 0, scroll=True)
             plain = fig.layout.title.text.replace("<br>", " ").replace(" ·  ", " · ")
             retitle(fig, f"{self.show.value}: " + plain.replace("round 0", f"replay of round {self.round_idx}", 1))
             self.figure = draw(self.plot, fig)

@@ -159,8 +159,8 @@ def fit_label(text: str, room_px: float) -> str:
 def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, xr: list, pad: float = 4.0) -> dict[int, str]:
     """Labels that cannot overlap: each gets at most the distance to its nearest same-row neighbour,
     and stays inside the x range `xr` (plotly clips text at the axes). Nodes on the accepted path
-    are labelled first and may use their neighbours' share (never less than one character); the
-    neighbours get what is left."""
+    are labelled first, whole up to 8 characters (never less than one), over their neighbours'
+    markers if need be (the labels have a white halo); the neighbours' labels get what is left."""
     out: dict[int, str] = {}
     by_row: dict[float, list[tuple[float, int]]] = {}
     for v in rows["node"]:
@@ -174,11 +174,12 @@ def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, xr: list, pad: fl
         for i, (x, v) in sorted(enumerate(xs), key=lambda t: t[1][1] not in must):
             edge = 2 * min(x - xr[0], xr[1] - x) * px_per_x
             room = edge - pad
-            for j in (i - 1, i + 1):
-                if 0 <= j < len(xs):
-                    d, u = abs(x - xs[j][0]) * px_per_x, xs[j][1]
-                    share = 2 * (d - used[u] / 2 - pad) if u in used else (2 * d - pad if v in must else d - pad)
-                    room = min(room, share)
+            if v in must:  # an accepted token shows whole (up to 8 characters); its neighbours' labels give way
+                room = min(room, 8.1 * CHAR_W)
+            near = [xs[j] for j in (i - 1, i + 1) if 0 <= j < len(xs)] + [(xu, u) for xu, u in xs if u in must and u in used]
+            for xu, u in near if v not in must else ():  # the next labels, and the accepted one however wide
+                d = abs(x - xu) * px_per_x
+                room = min(room, 2 * (d - used[u] / 2 - pad) if u in used else d - pad)
             if not xs[i + 1:] and not xs[:i]:
                 room = min(room, 8 * LEAF_PX)
             label = fit_label(short_token(str(text[v])), room)
