@@ -16,7 +16,7 @@ import ipywidgets as W
 import pandas as pd
 import plotly.graph_objects as go
 
-from treegraft_lab.viz.tree import retitle, tree_figure
+from treegraft_lab.viz.tree import MAX_WIDTH, retitle, tree_figure
 from treegraft_lab.workbench import styled
 
 VERIFY = 0  # the step slider's value for "after verification" (the final, pruned tree)
@@ -192,7 +192,9 @@ class StepThroughViewer(W.VBox):
                 self.prev.disabled, self.next.disabled = self.round.value <= 0, self.round.value >= self.round.max
                 self.figure = draw(self.plot, self._figure())
                 self.text.value = output_html(self.run, self.round.value, self.pick.value)
-                self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value)
+                self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value) + (
+                    f'<div style="font-size:12px;color:#555">the tree is {self.figure.layout.width:,} px wide: scroll '
+                    'it sideways (shift + wheel, or the bar under it)</div>' if self.figure.layout.width > MAX_WIDTH else "")
         finally:
             self._busy = False
 
