@@ -350,7 +350,7 @@ class SchedulePlayground(W.VBox):
                                         tooltip="replays per setting: measured times are their median, eta with its range",
                                         layout={"width": "10em"})
         self._build_costs(prune, clock)
-        self.button = W.Button(description="replay", button_style="primary", icon="play", layout={"width": "16em"})
+        self.button = W.Button(description="replay", button_style="primary", icon="play", layout={"width": "19em"})
         self.button.add_class("tg-replay")
         self.button.on_click(lambda _b: self.replay())
         self.table, self.status, self.progress = W.HTML(), W.HTML(), W.HTML()
