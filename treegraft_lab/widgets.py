@@ -526,13 +526,13 @@ class SchedulePlayground(W.VBox):
         self.progress.value = f"replayed {len(self.results)} settings, {n} time{'s' if n != 1 else ''} each." + (
             f' <span title="{html.escape(why)}">Adaptive not shown: see the note beside the profile.</span>'
             if why else "")
+        self.show.options = list(self.results)
+        self.show.value = next(iter(self.results))
+        self._draw()  # the tree first: when the table changes, the tree below it is already the new one
         df = self.table_frame()
         self.table.value = self.styled_table(df).to_html()
         self.export.value = self.export_links(df)
-        self.show.options = list(self.results)
-        self.show.value = next(iter(self.results))
         self._check_stale()
-        self._draw()
         return df
 
     def profile(self) -> Any:
