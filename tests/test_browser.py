@@ -175,14 +175,12 @@ def tiny_run_cell() -> str:
     """A twin cell recording a run with the tests' tiny model pair (seconds, no files), and a round that accepted."""
     import inspect
 
-    from tests import test_widgets as tw
+    from tests import tiny
 
-    parts = [inspect.getsource(o) for o in (tw.IdTokenizer, tw.tiny_lm, tw.tiny_pair)]
-    return ("import types, torch\nfrom transformers import AutoModelForCausalLM, LlamaConfig\n"
-            "from treegraft_lab import DecodeConfig, TreeGraftDecoder, record, viz\n"
-            "from treegraft_lab.widgets import SchedulePlayground\n" + "\n".join(parts) +
-            "\npair = tiny_pair()\ndec = TreeGraftDecoder(pair, DecodeConfig(schedule='10101', budget=12))\n"
-            f"with record(dec) as rec:\n    dec.generate({tw.PROMPT}, max_new_tokens=20)\n"
+    return (inspect.getsource(tiny) + "\nfrom treegraft_lab import DecodeConfig, TreeGraftDecoder, record, viz\n"
+            "from treegraft_lab.widgets import SchedulePlayground\n"
+            "pair = tiny_pair()\npair.mid = pair.target  # the target as its own mid drafter: paths get accepted\ndec = TreeGraftDecoder(pair, DecodeConfig(schedule='10101', budget=12))\n"
+            "with record(dec) as rec:\n    dec.generate([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], max_new_tokens=20)\n"
             "run = rec.to_run()\nR = int(run.rounds.sort_values('accepted').iloc[-1]['round'])\n"
             "def tree_trace(f, want):\n"
             "    t = next(t for t in f.data if t.customdata is not None and any(want(c) for c in t.customdata))\n"
