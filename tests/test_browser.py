@@ -1,6 +1,6 @@
 """The seven notebooks in a real browser: JupyterLab on localhost, headless Debian Chromium, Playwright.
 
-Each notebook runs all its cells under SMOKE=1; where it invites interaction the test interacts (the
+Each notebook runs all its cells under SMOKE=1 (BROWSER_SMOKE=0: the full sizes); where it invites interaction the test interacts (the
 viewer's sliders and pruning switch, the animation's play button, the playground's toggles and
 replay). Then every cell is looked at on screen: no matplotlib figure left as text, no widget
 loading or broken, nothing wider than its output area, no legend or plot control outside its
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "browser"
+ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS") or Path(__file__).resolve().parent.parent / "test-artifacts" / "browser")
 VIEWPORT = {"width": 1280, "height": 1300}  # a laptop screen's width, JupyterLab's default layout (file browser open); tall for screenshots
 TWIN = "broken_twin.ipynb"
 README_SHOTS = {"01_step_through.ipynb": (".tg-viewer", "viewer"), "02_tree_growth_animation.ipynb": (".js-plotly-plot", "growth"),
@@ -40,8 +40,9 @@ README_SHOTS = {"01_step_through.ipynb": (".tg-viewer", "viewer"), "02_tree_grow
 
 # Every check, run on one cell element; returns [kind, detail] pairs.
 CHECKS_JS = r"""
-cell => {
+(cell, opts) => {
   const out = [], box = e => e.getBoundingClientRect(), shown = b => b.width > 0 && b.height > 0;
+  const snake = /^[a-z][a-z0-9]*(_[a-z0-9]+)+$/;
   const hit = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 &&
                         Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
   for (const o of cell.querySelectorAll('.jp-OutputArea-output')) {
@@ -49,11 +50,12 @@ cell => {
     if (/<Figure size \d+x\d+ with \d+ Axes>/.test(text)) out.push(['matplotlib-text', text.slice(0, 60)]);
     if (/Loading widget|Error displaying widget/.test(text)) out.push(['widget-not-shown', text.slice(0, 80)]);
     for (const el of o.querySelectorAll('.js-plotly-plot svg.main-svg, img, table, .jupyter-widgets')) {
-      const b = box(el);
+      const b = box(el), sc = el.closest('.tg-scroll');
+      if (sc && sc !== el) continue;  // inside a box that scrolls sideways on purpose (the box itself is checked)
       if (shown(b) && (b.right > ob.right + 1 || b.left < ob.left - 1))
         out.push(['wider-than-output', `${el.tagName.toLowerCase()} ${Math.round(b.width)} px in ${Math.round(ob.width)} px`]);
     }
-    if (o.scrollWidth > o.clientWidth + 1) out.push(['wider-than-output', `scrolls: ${o.scrollWidth} px in ${o.clientWidth} px`]);
+    if (o.scrollWidth > o.clientWidth + 1 && !o.closest('.tg-scroll')) out.push(['wider-than-output', `scrolls: ${o.scrollWidth} px in ${o.clientWidth} px`]);
   }
   for (const plot of cell.querySelectorAll('.js-plotly-plot')) {
     const svg = plot.querySelector('svg.main-svg');
@@ -66,10 +68,54 @@ cell => {
                   `[${Math.round(b.top)}, ${Math.round(b.bottom)}] in [${Math.round(sb.left)}, ${Math.round(sb.right)}] x ` +
                   `[${Math.round(sb.top)}, ${Math.round(sb.bottom)}]`]);
     }
+    const title = plot.querySelector('.gtitle'), tb = title && box(title);
+    if (tb && shown(tb)) {
+      if (tb.left < sb.left - 1 || tb.right > sb.right + 1 || tb.top < sb.top - 1)
+        out.push(['title-cut', `"${title.textContent.slice(0, 50)}" [${Math.round(tb.left)}, ${Math.round(tb.right)}] in ` +
+                  `[${Math.round(sb.left)}, ${Math.round(sb.right)}]`]);
+      for (const bar of plot.querySelectorAll('.modebar'))
+        if (hit(box(bar), tb)) out.push(['title-under-toolbar', title.textContent.slice(0, 50)]);
+    }
+    // tree figures: points carry customdata [node, created step, kept, accepted, folded, depth]
+    const text = title ? title.textContent : '', area = plot.querySelector('.nsewdrag');
+    const ab = area ? box(area) : sb, kept = /kept (\d+) of/.exec(text), step = /after draft step (\d+)/.exec(text);
+    let keptDrawn = 0, isTree = false;
+    for (const g of plot.querySelectorAll('.scatterlayer g.trace')) {
+      const cd = g.__data__, tr = cd && cd[0] && cd[0].trace;
+      if (!tr || !tr.customdata || !tr.customdata.length) continue;
+      isTree = true;
+      const labelled = new Set([...g.querySelectorAll('g.textpoint')].filter(t => t.textContent.trim() &&
+        shown(box(t))).map(t => cd.indexOf(t.__data__)));
+      for (const p of g.querySelectorAll('path.point')) {
+        const k = cd.indexOf(p.__data__), c = tr.customdata[k];
+        if (!c) continue;
+        const [node, created, isKept, accepted, folded, depth] = c, b = box(p), cs = getComputedStyle(p);
+        const inside = shown(b) && b.left + b.width / 2 >= ab.left - 1 && b.left + b.width / 2 <= ab.right + 1 &&
+                       b.top + b.height / 2 >= ab.top - 1 && b.top + b.height / 2 <= ab.bottom + 1;
+        const opaque = parseFloat(cs.opacity || '1') * parseFloat(p.style.opacity || '1') >= 0.5 && cs.display !== 'none';
+        if (kept && !step && isKept && !folded && depth > 0 && inside && opaque) keptDrawn++;
+        if (!step && accepted && !folded && !labelled.has(k)) out.push(['accepted-unlabelled', `node ${node} at depth ${depth}`]);
+        const ring = /rgb\(17, 17, 17\)/.test(p.style.stroke) && parseFloat(p.style.strokeWidth) >= 2;
+        if (step && ring && created !== +step[1])
+          out.push(['ring-other-step', `node ${node} created at step ${created} ringed in step ${step[1]}`]);
+      }
+    }
+    if (isTree && kept && keptDrawn !== +kept[1]) out.push(['kept-not-drawn', `title says kept ${kept[1]}, ${keptDrawn} drawn`]);
+    if (opts.words) for (const t of plot.querySelectorAll('.g-xtitle, .g-ytitle, .g-x2title, .g-y2title'))
+      if (snake.test(t.textContent.trim().split(' (')[0])) out.push(['snake-case-header', `axis title ${t.textContent}`]);
     const buttons = [...plot.querySelectorAll('g.updatemenu-button')].map(box).filter(shown);
     const slider = [...plot.querySelectorAll('g.slider-group > text.slider-label, rect.slider-rail-rect, g.slider-label-group')]
       .map(box).filter(shown);
     for (const a of buttons) for (const b of slider) if (hit(a, b)) out.push(['controls-overlap', 'plot button and slider']);
+  }
+  if (opts.words) for (const th of cell.querySelectorAll('.jp-OutputArea-output table th'))
+    if (snake.test(th.textContent.trim())) out.push(['snake-case-header', th.textContent.trim()]);
+  for (const sl of cell.querySelectorAll('.tg-round-slider')) {
+    const h = sl.querySelector('[role=slider]');
+    if (!h) continue;
+    const track = Math.max(0, ...[...sl.querySelectorAll('.noUi-base, .noUi-target')].map(e => box(e).width));
+    const n = parseFloat(h.getAttribute('aria-valuemax')) - parseFloat(h.getAttribute('aria-valuemin'));
+    if (n > 0 && track / n < 4) out.push(['slider-too-narrow', `${Math.round(track)} px for ${n} rounds`]);
   }
   const sel = '.widget-inline-hbox, .jupyter-button, .widget-checkbox, .widget-dropdown, .widget-label';
   const ctrls = [...cell.querySelectorAll(sel)].filter(e => !e.parentElement.closest(sel)).map(e => [e, box(e)])
@@ -118,13 +164,50 @@ def broken_twin() -> nbformat.NotebookNode:
         "margin={'b': 150})",
         "W.HBox([W.Button(description='first'), W.Button(description='second', layout={'margin': '0 0 0 -60px'})])",
         "fig(width=500, height=300)",
+        tiny_run_cell(),
+        *[code for code, _ in TREE_TWINS],
     ]
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
 
 
+def tiny_run_cell() -> str:
+    """A twin cell recording a run with the tests' tiny model pair (seconds, no files), and a round that accepted."""
+    import inspect
+
+    from tests import tiny
+
+    return (inspect.getsource(tiny) + "\nfrom treegraft_lab import DecodeConfig, TreeGraftDecoder, record, viz\n"
+            "from treegraft_lab.widgets import SchedulePlayground\n"
+            "pair = tiny_pair()\npair.mid = pair.target  # the target as its own mid drafter: paths get accepted\ndec = TreeGraftDecoder(pair, DecodeConfig(schedule='10101', budget=12))\n"
+            "with record(dec) as rec:\n    dec.generate([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], max_new_tokens=20)\n"
+            "run = rec.to_run()\nR = int(run.rounds.sort_values('accepted').iloc[-1]['round'])\n"
+            "def tree_trace(f, want):\n"
+            "    t = next(t for t in f.data if t.customdata is not None and any(want(c) for c in t.customdata))\n"
+            "    return t, next(i for i, c in enumerate(t.customdata) if want(c))")
+
+
+TREE_TWINS = [  # a tree figure, or another view, with one defect each; the playground replays before it is broken
+    ("f = viz.tree_figure(run, R)\nfor t in f.data:\n    if t.customdata is not None and len(t.customdata):\n"
+     "        t.text = ['' if c[3] else x for c, x in zip(t.customdata, t.text)]\nf", "accepted-unlabelled"),
+    ("viz.tree_figure(run, R).update_layout(title={'x': 0.99, 'xanchor': 'right', 'y': 0.995, 'yanchor': 'top'})",
+     "title-under-toolbar"),
+    ("viz.tree_figure(run, R).update_layout(title={'text': 'a title far too long for its figure, ' * 8})", "title-cut"),
+    ("f = viz.tree_figure(run, R)\nt, k = tree_trace(f, lambda c: c[2] and c[5] > 0 and not c[3])\n"
+     "t.x = [-1000 if i == k else x for i, x in enumerate(t.x)]\nf", "kept-not-drawn"),
+    ("s = W.IntSlider(0, 0, 100, description='round', layout={'width': '150px'})\ns.add_class('tg-round-slider')\ns",
+     "slider-too-narrow"),
+    ("pd.DataFrame({'pool_size': [3], 'call_mid': [True]})", "snake-case-header"),
+    ("f = viz.tree_figure(run, R, 3)\nt, k = tree_trace(f, lambda c: c[1] < 3 and c[5] > 0)\n"
+     "t.marker.line.color = ['#111' if i == k else c for i, c in enumerate(t.marker.line.color)]\n"
+     "t.marker.line.width = [3 if i == k else w for i, w in enumerate(t.marker.line.width)]\nf", "ring-other-step"),
+    ("viz.tree_figure(run, R, 3)", None),
+    ("pg = SchedulePlayground(pair, run, round=R, clock='a100-paper', prune='topk', repeats=1)\npg.replay()\n"
+     "pg._check_stale = lambda: None  # the defect: no cue when a control moves\npg", None),
+]
 TWIN_EXPECT = [None, "matplotlib-text", "widget-not-shown", "wider-than-output", "wider-than-output", "outside-figure",
-               "controls-overlap", "controls-overlap", None]
+               "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS]
+WORDS = {"01_step_through.ipynb", "02_tree_growth_animation.ipynb", "06_schedule_playground.ipynb", TWIN}  # headers in words
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +217,7 @@ def lab(tmp_path_factory):
     from treegraft_lab.costs import cache_dir as profile_cache
     from treegraft_lab.zoo.target import cache_dir
 
-    runs = shared_runs_dir(tmp_path_factory)
+    runs = Path(os.environ.get("BROWSER_RUNS_DIR") or shared_runs_dir(tmp_path_factory))  # recorded runs to reuse
     base = tmp_path_factory.mktemp("lab")
     root, home = base / "root", base / "home"
     root.mkdir()
@@ -142,7 +225,8 @@ def lab(tmp_path_factory):
     for name in NOTEBOOKS:  # copies: JupyterLab may autosave outputs into them
         shutil.copy(NB_DIR / name, root / name)
     nbformat.write(broken_twin(), root / TWIN)
-    env = {**os.environ, "SMOKE": "1", "TREEGRAFT_RUNS_DIR": str(runs), "RERECORD": "0", "HOME": str(home),
+    smoke = os.environ.get("BROWSER_SMOKE", "1")  # BROWSER_SMOKE=0: the full notebooks, as a researcher runs them
+    env = {**os.environ, "SMOKE": smoke, "TREEGRAFT_RUNS_DIR": str(runs), "RERECORD": "0", "HOME": str(home),
            "TREEGRAFT_LAB_CACHE": str(cache_dir()), "TREEGRAFT_PROFILE_CACHE": str(profile_cache()),  # measured once, shared
            "JUPYTER_CONFIG_DIR": str(base / "config"),
            "JUPYTER_DATA_DIR": str(base / "data"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
@@ -194,7 +278,7 @@ def browser(lab):
         os.environ["HOME"] = home_before
 
 
-def open_and_run_all(browser, lab, name: str, timeout_s: float = 300):
+def open_and_run_all(browser, lab, name: str, timeout_s: float = 900):
     """A page with `name` open and every cell executed; widgets given time to render."""
     b, blocked = browser
 
@@ -235,7 +319,7 @@ def look(page, name: str) -> list[tuple[int, str, str]]:
     for i in range(cells.count()):
         cell = cells.nth(i)
         cell.scroll_into_view_if_needed()
-        problems += [(i, kind, detail) for kind, detail in cell.evaluate(CHECKS_JS)]
+        problems += [(i, kind, detail) for kind, detail in cell.evaluate(CHECKS_JS, {"words": name in WORDS})]
         if cell.locator(".jp-OutputArea-output").count():
             cell.screenshot(path=str(folder / f"cell{i:02d}.png"))
     return problems
@@ -262,56 +346,169 @@ def assert_labels_apart(page) -> None:
             assert apart, f"labels {a[4]!r} and {b[4]!r} overlap on screen"
 
 
-def interact_01(page) -> None:
-    title = ".tg-viewer .js-plotly-plot .gtitle"
-    before = plot_title(page, ".tg-viewer")
+def check_cell(page, selector: str) -> list[tuple[str, str]]:
+    """The checks, now, on the cell holding `selector` (headers in words included)."""
+    cell = page.locator(".jp-Cell", has=page.locator(selector)).last
+    return [tuple(p) for p in cell.evaluate(CHECKS_JS, {"words": True})]
+
+
+MOVES: list[dict] = []  # every move of a control in this module: notebook, what, seconds to redraw, screenshot
+
+
+def moved(page, name: str, what: str, t0: float, selector: str) -> None:
+    """Record a move (its redraw time since `t0`), screenshot the view, and fail on any check's problem."""
+    seconds = time.perf_counter() - t0
+    folder = ARTIFACTS / "moves" / name.removesuffix(".ipynb")
+    folder.mkdir(parents=True, exist_ok=True)
+    shot = folder / f"{len([m for m in MOVES if m['notebook'] == name]):02d}_{what.replace(' ', '_')[:40]}.png"
+    page.locator(".jp-Cell", has=page.locator(selector)).last.locator(".jp-OutputArea").first.screenshot(path=str(shot))
+    MOVES.append({"notebook": name, "move": what, "seconds": round(seconds, 2), "screenshot": str(shot.name)})
+    (ARTIFACTS / "moves.json").write_text(json.dumps(MOVES, indent=1))
+    problems = check_cell(page, selector)
+    assert not problems, f"after {what}: {problems}"
+
+
+STALE_JS = """root => { const pg = document.querySelector(root); if (!pg) return null;
+  const note = pg.querySelector('.tg-stale-note'), table = pg.querySelector('table'), btn = pg.querySelector('button.tg-replay');
+  let dim = 1; for (let e = table; e && e !== pg; e = e.parentElement) dim *= parseFloat(getComputedStyle(e).opacity);
+  return {note: !!note && note.getBoundingClientRect().height > 0 && /stale/.test(note.innerText) && note.innerText.includes('→'),
+          dim: dim, button: btn ? btn.innerText + ' ' + btn.className : '', text: note ? note.innerText : ''}; }"""
+
+
+def stale_cue(page, root: str = ".tg-playground") -> list[tuple[str, str]]:
+    """Move one schedule toggle of a replayed playground WITHOUT replaying: within 10 s the results must be
+    dimmed, a line must say what changed, and the replay button must ask to be pressed; moving it back clears it."""
+    toggle = page.locator(root).locator(".widget-toggle-button").first
+    toggle.click()
+    ok = lambda c: c and c["note"] and c["dim"] < 0.6 and ("changed" in c["button"] or "mod-danger" in c["button"])  # noqa: E731
+    for _ in range(40):
+        cue = page.evaluate(f"({STALE_JS})({json.dumps(root)})")
+        if ok(cue):
+            break
+        time.sleep(0.25)
+    toggle.click()
+    if not ok(cue):
+        return [("stale-without-cue", f"after a toggle, no full cue: {cue}")]
+    for _ in range(40):
+        cue = page.evaluate(f"({STALE_JS})({json.dumps(root)})")
+        if not cue["note"] and cue["dim"] > 0.99:
+            return []
+        time.sleep(0.25)
+    return [("stale-cue-not-cleared", f"the toggle is back but the cue stays: {cue}")]
+
+
+def interact_01(page, name: str = "01_step_through.ipynb") -> None:
+    title, view = ".tg-viewer .js-plotly-plot .gtitle", ".tg-viewer"
+    before = plot_title(page, view)
     handle = page.locator(".tg-step-slider [role=slider]").first
     handle.scroll_into_view_if_needed()
     handle.click()
+    t0 = time.perf_counter()
     page.keyboard.press("ArrowRight")
     wait_changed(page, title, before)
-    assert "after draft step 1" in before and "after draft step 2" in plot_title(page, ".tg-viewer")
+    moved(page, name, "step 2", t0, view)
+    assert "after draft step 1" in before and "after draft step 2" in plot_title(page, view)
     assert_labels_apart(page)
+    t0 = time.perf_counter()
     page.keyboard.press("End")  # the last position: verify
     page.wait_for_function(f"() => document.querySelector('{title}').textContent.includes('verified')", timeout=60_000)
+    moved(page, name, "step verify", t0, view)
     box = page.locator(".tg-viewer .widget-checkbox input")
     assert box.is_enabled(), "the pruned-nodes switch is off at verify"
     n = page.locator(".tg-viewer .js-plotly-plot .scatterlayer .point").count()
+    t0 = time.perf_counter()
     box.click()
     page.wait_for_function(f"() => document.querySelectorAll('.tg-viewer .js-plotly-plot .scatterlayer .point').length !== {n}",
                            timeout=60_000)
+    moved(page, name, "pruned hidden", t0, view)
     box.click()  # back to the default view for the screenshot
     page.wait_for_function(f"() => document.querySelectorAll('.tg-viewer .js-plotly-plot .scatterlayer .point').length === {n}",
                            timeout=60_000)
+    for label in ("all children", "10 per parent", "4 children per parent"):
+        before = page.locator(".tg-viewer .js-plotly-plot .scatterlayer").first.inner_html()
+        t0 = time.perf_counter()
+        page.locator(".tg-viewer .widget-dropdown select").last.select_option(label=label)
+        page.wait_for_function("old => document.querySelector('.tg-viewer .js-plotly-plot .scatterlayer').innerHTML !== old",
+                               arg=before, timeout=60_000) if label != "10 per parent" else time.sleep(2)
+        moved(page, name, label, t0, view)
     handle.click()
     page.keyboard.press("Home")
-    page.locator(".tg-round-slider [role=slider]").first.click()
-    page.keyboard.press("ArrowRight")
-    page.wait_for_function(f"() => document.querySelector('{title}').textContent.startsWith('round 1')", timeout=60_000)
+    rounds = page.locator(".tg-round-slider [role=slider]").first
+    last = int(float(rounds.get_attribute("aria-valuemax")))
+    for target, how in ((1, "next"), (last // 2, "slider"), (last, "slider"), (last - 1, "prev")):
+        t0 = time.perf_counter()
+        if how == "slider":
+            rounds.click()
+            page.keyboard.press("End" if target == last else "Home")
+            for _ in range(target if target != last else 0):
+                page.keyboard.press("ArrowRight")
+        else:
+            page.locator(".tg-viewer button", has_text=how).first.click()
+        page.wait_for_function(f"() => document.querySelector('{title}').textContent.startsWith('round {target} ')",
+                               timeout=60_000)
+        moved(page, name, f"round {target} by {how}", t0, view)
 
 
-def interact_02(page) -> None:
+def interact_02(page, name: str = "02_tree_growth_animation.ipynb") -> None:
     shown = ".js-plotly-plot g.slider-group > text.slider-label"  # "showing: step 1"
     before = page.locator(shown).first.text_content()
+    t0 = time.perf_counter()
     page.locator(".js-plotly-plot g.updatemenu-button", has_text="play").first.click()
     wait_changed(page, shown, before)
-    time.sleep(6)  # let the animation reach the verified tree
+    seen: dict[str, list] = {}
+    for _ in range(60):  # every frame is checked while the animation plays
+        label = page.locator(shown).first.text_content()
+        seen.setdefault(label, []).extend(check_cell(page, ".js-plotly-plot"))
+        if "verify" in label:
+            break
+        time.sleep(0.2)
+    moved(page, name, "played to verify", t0, ".js-plotly-plot")
+    assert any("step" in k for k in seen) and any("verify" in k for k in seen), seen.keys()
+    assert not [p for v in seen.values() for p in v], seen
 
 
-def interact_06(page) -> None:
+def replay_06(page, name: str, what: str, done_js: str) -> None:
+    pg = page.locator(".tg-playground")
+    time.sleep(1)  # the kernel takes each control change before the click
+    t0 = time.perf_counter()
+    pg.locator("button.tg-replay").click()
+    page.wait_for_function("() => document.querySelector('.tg-playground button.tg-replay').disabled || "
+                           "document.querySelector('.tg-playground').innerText.includes('replaying')", timeout=60_000, polling=50)
+    page.wait_for_function("() => !document.querySelector('.tg-playground .tg-stale-note') && "
+                           "!document.querySelector('.tg-playground button.tg-replay').disabled && "
+                           "/replayed \\d+ settings/.test(document.querySelector('.tg-playground').innerText)", timeout=600_000)
+    page.wait_for_function(done_js, timeout=600_000)
+    moved(page, name, what, t0, ".tg-playground")
+
+
+def interact_06(page, name: str = "06_schedule_playground.ipynb") -> None:
     pg = page.locator(".tg-playground")
     pg.locator(".widget-toggle-button").nth(1).click()
-    pg.locator("button", has_text="replay").click()
-    page.wait_for_function("() => [...document.querySelectorAll('.tg-playground .widget-html')]"
-                           ".some(e => e.innerText.includes('yours (1'))", timeout=240_000)
-    page.wait_for_function("() => document.querySelector('.tg-playground').innerText.includes('replayed')", timeout=240_000)
+    replay_06(page, name, "replay with step 2 flipped",
+              "() => [...document.querySelectorAll('.tg-playground .widget-html')].some(e => e.innerText.includes('yours (1'))")
+    assert not stale_cue(page)
+    t0 = time.perf_counter()
+    pg.locator(".widget-checkbox", has_text="EG").locator("input").click()
+    page.wait_for_function(f"() => ({STALE_JS})('.tg-playground').note", timeout=30_000)
+    moved(page, name, "EG off, not replayed", t0, ".tg-playground")
+    replay_06(page, name, "replay EG off",
+              "() => document.querySelector('.tg-playground table').innerText.includes('w/o EG')")
+    pg.locator(".widget-checkbox", has_text="EG").locator("input").click()
+    rounds = pg.locator(".tg-round-pick select")
+    last = rounds.locator("option").last.text_content().split()[0]  # another round (labels use no-break spaces)
+    rounds.select_option(index=rounds.locator("option").count() - 1)
+    replay_06(page, name, f"replay round {last}",
+              f"() => document.querySelector('.tg-playground').innerText.includes('round {last} of run')")
     # the profile selector: the paper's A100 costs (with top-k pruning, what its scheduler is trained for)
     pg.locator(".widget-dropdown", has_text="profile").locator("select").select_option(label="paper A100 (modelled)")
     pg.locator(".widget-dropdown", has_text="pruning").locator("select").select_option(label="top-k by score (paper)")
-    time.sleep(2)  # the kernel updates the adaptive note for each change before the click is taken
-    pg.locator("button", has_text="replay").click()
-    page.wait_for_function("() => document.querySelector('.tg-playground table').innerText.includes('modelled on a100-paper')",
-                           timeout=240_000)
+    replay_06(page, name, "replay on the A100 profile, top-k",
+              "() => document.querySelector('.tg-playground table').innerText.includes('NVIDIA A100')")
+    for i in range(2):  # the same settings again: the spread shows in the table
+        replay_06(page, name, f"replay again {i + 1}", "() => true")
+    assert "plain decoding" in pg.locator("table").inner_text()
+    links = pg.locator(".tg-export a")
+    assert links.count() == 2 and links.first.get_attribute("href").startswith("data:text/csv;base64,")
 
 
 INTERACT = {"01_step_through.ipynb": interact_01, "02_tree_growth_animation.ipynb": interact_02,
@@ -321,7 +518,9 @@ INTERACT = {"01_step_through.ipynb": interact_01, "02_tree_growth_animation.ipyn
 def test_each_check_fails_on_its_broken_twin(browser, lab):
     page = open_and_run_all(browser, lab, TWIN, timeout_s=120)
     problems = look(page, TWIN)
+    stale = stale_cue(page)  # the twin's playground gives no cue when a control moves
     page.close()
+    assert [kind for kind, _ in stale] == ["stale-without-cue"], stale
     found = {(i, kind) for i, kind, _ in problems}
     for i, kind in enumerate(TWIN_EXPECT):
         if kind:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import html
+import io
+import json
 import types
 
 import pandas as pd
@@ -11,10 +15,12 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
 from treegraft_lab.widgets import (
+    ROUND_PX,
     VERIFY,
     SchedulePlayground,
     StepThroughViewer,
     output_html,
+    profile_name,
     round_pieces,
 )
 from treegraft_lab.workbench import accepted_spans, round_context, synthetic_run
@@ -107,10 +113,10 @@ def test_playground_replays_the_recorded_round_start(tiny):
     pg.budget.value = 8
     df = pg.replay()
     names = list(df["setting"])
-    assert names[0] == "recorded (original run)" and "all-small" in names and "all-mid" in names
-    assert names[1].startswith("yours (11101")
+    assert names[0] == "recorded run" and "all-small" in names and "all-mid" in names
+    assert names[1] == "plain decoding" and names[2].startswith("yours (11101")
     assert (df["kept"].iloc[1:] <= 8).all()
-    assert len(pg.figure.data) > 0 and "replay of round 1" in pg.figure.layout.title.text
+    assert len(pg.figure.data) > 0 and "replay of round 1" in pg.figure.layout.title.text.replace("<br>", " ")
     assert pg.figure.layout.xaxis.visible is False  # the whole layout came with the first drawing
     # greedy decoding is lossless: from the right start state, every replay emits the very tokens
     # that followed it in the recorded output
@@ -134,8 +140,9 @@ def test_the_table_shows_the_profile_priced_round_beside_the_measured_one(tiny):
     prof = costs.load("a100-paper")
     small = df[df["setting"] == "all-small"].iloc[0]  # D n-gram steps and one verification of the kept tree
     assert small["modelled round (ms)"] == pytest.approx(5 * prof.small_ms + prof.target_ms(small["kept"] + 1))
-    assert small["modelled tokens/s"] == pytest.approx(1000 * (small["A (tokens)"] + 1) / small["modelled round (ms)"])
-    assert df.attrs["modelled_on"] == "a100-paper" and "modelled on a100-paper" in pg.table.value
+    assert small["modelled tokens/s"] == pytest.approx(1000 * (small["A"] + 1) / small["modelled round (ms)"])
+    assert df.attrs["modelled_on"] == profile_name(prof) and "NVIDIA A100" in df.attrs["modelled_on"]
+    assert f"modelled on {profile_name(prof)}" in pg.table.value
     assert "measured here" in pg.table.value and "NaN" not in pg.table.value
     assert df["modelled round (ms)"].iloc[1:].notna().all()
     assert pd.isna(df["modelled round (ms)"].iloc[0])  # the recorded round was priced on this device, not on a100-paper
@@ -234,3 +241,102 @@ def test_a_round_change_arriving_while_the_viewer_redraws_is_drawn_not_dropped()
     v.step.value = VERIFY  # the next change runs the queue: the round's steps and figure follow
     assert "round 2" in v.figure.layout.title.text and "round 2" in v.info.value
     assert [o for o, _ in v.step.options][0].startswith("1")
+
+
+def test_the_playground_marks_its_results_stale_the_moment_a_control_differs_from_the_replay(tiny):
+    pair, run, _ = tiny
+    pg = SchedulePlayground(pair, run, round=1, repeats=1)
+    pg.toggles[0].value = not pg.toggles[0].value
+    assert pg.changed() == {} and 'class="tg-stale-note"' not in pg.stale.value  # nothing replayed yet: nothing to be stale
+    pg.replay()
+    assert "tg-stale" not in pg.table._dom_classes and pg.button.description == "replay"
+    before = pg.mask
+    pg.toggles[1].value = not pg.toggles[1].value
+    pg.budget.value = 9
+    assert set(pg.changed()) == {"schedule", "budget"}
+    assert "<b>stale</b>" in pg.stale.value and f"schedule {before} → {pg.mask}" in pg.stale.value
+    assert "budget 12 → 9" in html.unescape(pg.stale.value)
+    assert {"tg-stale"} <= set(pg.table._dom_classes) & set(pg.plot._dom_classes)
+    assert pg.button.button_style == "danger" and "settings changed" in pg.button.description
+    pg.toggles[1].value = not pg.toggles[1].value
+    pg.budget.value = 12
+    assert pg.changed() == {} and "tg-stale" not in pg.table._dom_classes and pg.button.button_style == "primary"
+    assert 'class="tg-stale-note"' not in pg.stale.value
+    pg.pick_round.value = 0  # another round start is another replay
+    assert "round" in pg.changed() and pg.context == round_context(run, 0) and "<b>stale</b>" in pg.stale.value
+
+
+def test_the_table_has_a_plain_decoding_row_and_measured_columns_from_repeats_with_their_range(tiny):
+    pair, run, _ = tiny
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", repeats=3)
+    df = pg.replay()
+    assert df.attrs["repeats"] == 3 and all(len(t) == 3 for t in pg.times.values()) and len(pg.plain_s) == 3
+    plain = df[df["setting"] == "plain decoding"].iloc[0]
+    assert plain["A"] == 0 and plain["modelled tokens/s"] == pytest.approx(1000 / pg.profile().target_ms(1))
+    assert plain["eta (tokens/s)"] == pytest.approx(sorted(1 / t for t in pg.plain_s)[1])
+    replayed = df.iloc[2:]
+    assert (replayed["eta low"] <= replayed["eta (tokens/s)"]).all() and (replayed["eta (tokens/s)"] <= replayed["eta high"]).all()
+    text = pg.table.value
+    assert "median of 3 replays" in text and "range" in text and "plain decoding" in text
+    for raw in ("mid_calls", "pool_size", "A (tokens)", "eta (tokens/s)"):
+        assert raw not in text  # headers in words
+
+
+def test_the_profile_is_named_by_device_dtype_and_date_never_by_its_hash(tiny):
+    from treegraft_lab import costs
+
+    pair, run, _ = tiny
+    pg = SchedulePlayground(pair, run, round=1, repeats=1)
+    df = pg.replay()
+    here = costs.for_pair(pair)
+    words = profile_name(here)
+    assert "float32" in words and "thread" in words and "measured 20" in words and here.name not in words
+    assert df.attrs["modelled_on"] == words and here.name not in pg.table.value and here.name not in pg.adaptive.value
+    assert html.escape(words) in pg.adaptive.value  # the note beside the selector says which profile it is
+
+
+def test_the_pruning_rule_is_explained_beside_its_control():
+    pg = SchedulePlayground(None, recorded_tiny_run(), round=1)
+    pg.prune.value = "value"
+    assert "budget is then only a cap" in pg.prune_note.value and "plain decoding" in pg.prune_note.value
+    pg.prune.value = "topk"
+    assert "highest path score" in pg.prune_note.value and "size of the verified tree" in pg.prune_note.value
+
+
+def test_the_table_exports_as_csv_and_json(tiny, tmp_path):
+    pair, run, _ = tiny
+    pg = SchedulePlayground(pair, run, round=1, repeats=1)
+    df = pg.replay()
+    links = dict((ext, base64.b64decode(b64).decode()) for ext, b64 in
+                 __import__("re").findall(r'download="[^"]+\.(csv|json)" href="data:[^;]+;base64,([^"]+)"', pg.export.value))
+    assert pd.read_csv(io.StringIO(links["csv"]))["setting"].tolist() == df["setting"].tolist()
+    js = json.loads(links["json"])
+    assert js["round"] == 1 and js["settings"]["schedule"] == pg.mask and len(js["rows"]) == len(df)
+    assert pd.read_csv(pg.save(str(tmp_path / "t.csv")))["A"].tolist() == df["A"].tolist()
+    assert len(json.loads(open(pg.save(str(tmp_path / "t.json"))).read())) == len(df)
+
+
+def test_the_round_slider_gives_every_round_some_px_and_prev_next_step_one_round(tiny):
+    _, run, _ = tiny
+    v = StepThroughViewer(run)
+    rounds = v.round.max
+    assert int(v.round.layout.width.removesuffix("px")) - 100 >= min(ROUND_PX * rounds, 560)
+    v.next.click()
+    assert v.round.value == 1 and "round 1" in v.figure.layout.title.text
+    v.prev.click()
+    assert v.round.value == 0 and v.prev.disabled
+
+
+_TINY_RUN = None
+
+
+def recorded_tiny_run():
+    """A run recorded with the tiny pair (module-level cache, for tests that need no pair)."""
+    global _TINY_RUN
+    if _TINY_RUN is None:
+        pair = tiny_pair()
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=12))
+        with record(dec) as rec:
+            dec.generate(PROMPT, max_new_tokens=20)
+        _TINY_RUN = rec.to_run()
+    return _TINY_RUN

@@ -98,3 +98,20 @@ class CascadeDecoder(TreeGraftDecoder):
             tok, lq = self.mid.top1(v)
             v, _ = tree.add_child(v, tok, lq, MID, tree.depth[v] + 1)
         return tree, "csd", calls, mid_s
+
+
+@torch.inference_mode()
+def plain_token_s(pair, context_ids: list[int], tokens: int = 4) -> float:
+    """Seconds per token of plain decoding right after `context_ids` (prefilled untimed): the
+    baseline a replayed round's tokens per second is read against."""
+    model = pair.target
+    cache = kv.new_cache(model)
+    x = torch.tensor([list(context_ids)], device=model.device)
+    logits = model(input_ids=x, use_cache=True, logits_to_keep=1, **kv.forward_kwargs(model, cache)).logits
+    t0 = time.perf_counter()
+    for _ in range(tokens):
+        x = logits[:, -1:].argmax(-1)
+        logits = model(input_ids=x, use_cache=True, logits_to_keep=1, **kv.forward_kwargs(model, cache)).logits
+    if model.device.type == "cuda":
+        torch.cuda.synchronize(model.device)
+    return (time.perf_counter() - t0) / tokens

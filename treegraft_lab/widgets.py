@@ -16,10 +16,11 @@ import ipywidgets as W
 import pandas as pd
 import plotly.graph_objects as go
 
-from treegraft_lab.viz.tree import tree_figure
+from treegraft_lab.viz.tree import MAX_WIDTH, retitle, tree_figure
 from treegraft_lab.workbench import styled
 
 VERIFY = 0  # the step slider's value for "after verification" (the final, pruned tree)
+ROUND_PX, ROUND_SLIDER_PX = 8, 420  # the round slider: px of track per round, and its least width
 
 
 def draw(out: W.Output, fig: go.Figure) -> go.Figure:
@@ -85,7 +86,7 @@ def info_html(run, round: int, step: int, run_id: int = 0) -> str:
     r = _row(run.rounds, run=run_id, round=round)
     text = (f"<b>round {round}</b>: schedule {r['schedule']} · A = {r['accepted']} (+1 bonus) · "
             f"{r['mid_calls']} mid calls · {r['nodes']} nodes, {r['kept']} kept · draft {r['draft_ms']:,.0f} ms · "
-            f"verify {r['verify_ms']:,.0f} ms · eta {r['eta']:.2f} tokens/s") if r is not None else ""
+            f"verify {r['verify_ms']:,.0f} ms · eta {r['eta']:.2f} tokens/s (A + 1 over the round's time)") if r is not None else ""
     s = _row(run.steps, run=run_id, round=round, step=step) if step != VERIFY else None
     if s is not None:
         who = "mid drafter (LM)" if s["call_mid"] else "small drafter (n-gram)"
@@ -109,8 +110,12 @@ class StepThroughViewer(W.VBox):
         runs = run.runs["run"].tolist()
         self.pick = W.Dropdown(options=[(self._run_label(r), r) for r in runs], value=run_id, description="run",
                                layout={"width": "32em", "display": "" if len(runs) > 1 else "none"})
-        self.round = W.IntSlider(0, 0, 1, description="round", continuous_update=False)
+        self.round = W.IntSlider(0, 0, 1, description="round", continuous_update=False)  # its number is editable too
         self.round.add_class("tg-round-slider")
+        self.prev, self.next = (W.Button(description=d, tooltip=t, layout={"width": "6em"})
+                                for d, t in (("◀ prev", "previous round"), ("next ▶", "next round")))
+        self.prev.on_click(lambda _b: self._step_round(-1))
+        self.next.on_click(lambda _b: self._step_round(1))
         self.step = W.SelectionSlider(options=[("verify", VERIFY)], description="step", continuous_update=False)
         self.step.add_class("tg-step-slider")
         self.pruned = W.Checkbox(True, description="show pruned nodes (at verify)", indent=False,
@@ -120,14 +125,15 @@ class StepThroughViewer(W.VBox):
         self.text, self.info = W.HTML(), W.HTML()
         self._busy, self._internal, self._pending = False, True, []
         self._set_run(run_id, round)
-        self.plot = W.Output()
+        self.plot = W.Output(layout={"overflow": "auto", "max_width": "100%"})  # a wide tree scrolls sideways
+        self.plot.add_class("tg-scroll")
         self.figure = draw(self.plot, self._figure())
         self._internal = False
         for w in (self.pick, self.round, self.step, self.pruned, self.siblings):
             w.observe(self._changed, "value")
         self._changed()
-        super().__init__([self.pick, W.HBox([self.round, self.step, self.pruned, self.siblings]), self.info, self.plot,
-                          self.text])
+        super().__init__([self.pick, W.HBox([self.prev, self.round, self.next]),
+                          W.HBox([self.step, self.pruned, self.siblings]), self.info, self.plot, self.text])
         self.add_class("tg-viewer")
 
     def _run_label(self, r: int) -> str:
@@ -139,7 +145,12 @@ class StepThroughViewer(W.VBox):
         rounds = sorted(self.run.rounds[self.run.rounds["run"] == run_id]["round"])
         self.round.max = max(rounds[-1], 0) if rounds else 0
         self.round.value = min(round, self.round.max)
+        # at least ROUND_PX px of track a round (the 100 px of label and number aside), within the output's width
+        self.round.layout.width = f"{min(max(ROUND_SLIDER_PX, ROUND_PX * self.round.max + 100), 660)}px"
         self._set_steps()
+
+    def _step_round(self, by: int) -> None:
+        self.round.value = min(max(self.round.value + by, 0), self.round.max)
 
     def _set_steps(self) -> None:
         st = self.run.steps
@@ -154,7 +165,7 @@ class StepThroughViewer(W.VBox):
     def _figure(self) -> go.Figure:
         step = None if self.step.value == VERIFY else int(self.step.value)
         return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
-                           max_children=self.siblings.value or None)
+                           max_children=self.siblings.value or None, scroll=True)  # a wide tree scrolls sideways
 
     def _changed(self, change: dict | None = None) -> None:
         """Redraw for a user's change. The kernel may deliver a change while a redraw is running
@@ -178,9 +189,12 @@ class StepThroughViewer(W.VBox):
                 finally:
                     self._internal = False
                 self.pruned.disabled = self.step.value != VERIFY  # pruning happens at verification only
+                self.prev.disabled, self.next.disabled = self.round.value <= 0, self.round.value >= self.round.max
                 self.figure = draw(self.plot, self._figure())
                 self.text.value = output_html(self.run, self.round.value, self.pick.value)
-                self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value)
+                self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value) + (
+                    f'<div style="font-size:12px;color:#555">the tree is {self.figure.layout.width:,} px wide: scroll '
+                    'it sideways (shift + wheel, or the bar under it)</div>' if self.figure.layout.width > MAX_WIDTH else "")
         finally:
             self._busy = False
 
@@ -237,10 +251,65 @@ def trained_schedulers(pair) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if (p / META_NAME).is_file())
 
 
-MEASURED = ("draft (ms)", "verify (ms)", "eta (tokens/s)")  # timed on this machine
-GROUPED_CSS = [{"selector": "th.col_heading", "props": "white-space: normal"},  # headers wrap: the table fits 848 px
-               {"selector": "th.col_heading.level0", "props": "text-align: center; border-bottom: 1px solid #bbb"}]
-MODELLED = {"modelled round (ms)": "round (ms)", "modelled tokens/s": "tokens/s"}  # priced by the profile
+PRUNING_NOTES = {
+    "topk": "<b>top-k</b> (the paper's rule) keeps the <i>budget</i> nodes with the highest path score s(v), with their "
+            "ancestors: the budget is the size of the verified tree.",
+    "value": "<b>value</b> keeps a node only while its chance of being accepted pays for the verification time it adds "
+             "on the chosen profile (a node is worth verifying when its expected tokens beat what plain decoding "
+             "would earn in that time), so it often keeps far fewer nodes: the budget is then only a cap.",
+}
+SETTING_WORDS = {"round": "round", "schedule": "schedule", "eg": "EG", "nd": "ND", "budget": "budget",
+                 "prune": "pruning", "clock": "profile", "repeats": "repeats"}
+STALE_CSS = ("<style>.tg-stale { opacity: 0.35; filter: grayscale(0.6); transition: opacity 0.2s }"
+             " .tg-stale-note { color: #8a4b00; background: #fff3cd; padding: 2px 8px; border-radius: 4px }</style>")
+
+
+def profile_name(profile) -> str:
+    """A profile in words (device, dtype, date), never its cache hash: "Intel Xeon, float32, 2 threads
+    · measured 2026-12-01", "NVIDIA A100 (the paper's setting, fp16) · derived from published costs"."""
+    key = getattr(profile, "key", {}) or {}
+    if key.get("hardware"):
+        threads = key.get("threads", "?")
+        device = f"{key['hardware']}, {key.get('dtype', '')}, {threads} thread{'' if threads == 1 else 's'}"
+    else:
+        device = profile.device.split(")")[0] + ")" if ")" in profile.device else (profile.device or profile.name)
+    src = profile.source or ""
+    when = " ".join(src.split()[:2]) if src.startswith("measured") else "derived from published costs"
+    return f"{device} · {when}"
+
+
+def baseline_row(name: str, s_per_token: list[float], modelled_ms: float) -> dict[str, Any]:
+    """The plain-decoding row: one token per target forward, timed here and priced by the profile."""
+    return {"setting": name, "schedule": "—", "A": 0, "mid calls": 0, "nodes": 0, "kept": 0,
+            "draft (ms)": 0.0, "verify (ms)": 1000 * _median(s_per_token), "eta": [1 / t for t in s_per_token],
+            "modelled round (ms)": modelled_ms}
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return math.nan if not n else xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+COLUMN_WORDS = {  # recorded column names -> headers in words (units in brackets)
+    "round": "round", "step": "step", "schedule": "schedule (1 = mid step)", "accepted": "accepted draft tokens A",
+    "A": "accepted draft tokens A", "mid_calls": "mid calls", "nodes": "nodes drafted", "kept": "nodes kept",
+    "draft_ms": "draft (ms)", "verify_ms": "verify (ms)", "eta": "tokens/s (eta)", "call_mid": "mid drafter called",
+    "pool_size": "candidate pool (nodes)", "conventional_pool": "newest nodes N_k", "frontier_size": "frontier (nodes)",
+    "reselected_earlier": "frontier reselected shallower", "tree_size": "live nodes", "new_nodes": "new nodes",
+}
+
+
+def in_words(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with its recorded column names replaced by headers in words (see the glossary in 01)."""
+    return df.rename(columns=COLUMN_WORDS)
+
+
+def words_table(df: pd.DataFrame, **kw: Any) -> Any:
+    """`df` for display (workbench.styled, `kw` in recorded or worded column names), headers in words
+    that wrap so the table fits the output area, no index."""
+    kw = {k: [COLUMN_WORDS.get(c, c) for c in v] for k, v in kw.items()}
+    return styled(in_words(df), **kw).hide(axis="index").set_table_styles(GROUPED_CSS[:1], overwrite=False)
 
 
 class SchedulePlayground(W.VBox):
@@ -249,21 +318,25 @@ class SchedulePlayground(W.VBox):
 
     "replay" runs the round from the same committed context under the chosen settings and under
     all-small, all-mid and (when a scheduler is trained for the chosen profile and pruning) the
-    adaptive scheduler. Every decision that weighs time reads the chosen profile ("this device"
-    or the paper's A100 costs); the table shows A, the draft and verify time measured here, and
-    the round priced by the profile ("modelled on <profile>"), with the tree of the setting picked
-    below it.
+    adaptive scheduler, each `repeats` times, beside plain decoding from the same context. Every
+    decision that weighs time reads the chosen profile ("this device" or the paper's A100 costs);
+    the table shows A, the draft and verify time measured here (median of the repeats, eta with
+    its range) and the round priced by the profile, with the tree of the setting picked below it.
+    The moment a control differs from what was replayed, the results are marked stale (dimmed, a
+    line says what changed, the replay button asks to be pressed).
     """
 
     def __init__(self, pair, run, round: int = 0, run_id: int = 0, clock: str | None = None,
-                 prune: str | None = None) -> None:
-        from treegraft_lab.workbench import round_context
-
-        self.pair, self.run, self.round_idx, self.run_id = pair, run, round, run_id
+                 prune: str | None = None, repeats: int = 3) -> None:
+        self.pair, self.run, self.run_id = pair, run, run_id
         row = _row(run.runs, run=run_id)
         self.cfg = json.loads(row["config"]) if row is not None else {}
         self.prompt_len = len(row["prompt_ids"])
-        self.context = round_context(run, round, run_id)
+        rounds = run.rounds[run.rounds["run"] == run_id]
+        self.pick_round = W.Dropdown(options=[(f"{r.round} · recorded A = {r.accepted} · {r.schedule}", int(r.round))
+                                              for r in rounds.itertuples()], value=round, description="round",
+                                     layout={"width": "24em"})
+        self.pick_round.add_class("tg-round-pick")
         rec = _row(run.rounds, run=run_id, round=round)
         depth = int(self.cfg.get("depth", 5))
         bits = str(rec["schedule"]) if rec is not None else "0" * depth
@@ -273,36 +346,61 @@ class SchedulePlayground(W.VBox):
             self._label(i)
         self.eg = W.Checkbox(bool(self.cfg.get("expanded_graft", True)), description="EG (expanded graft positions)", indent=False)
         self.nd = W.Checkbox(bool(self.cfg.get("non_destructive", True)), description="ND (non-destructive grafting)", indent=False)
+        self.repeats = W.BoundedIntText(repeats, min=1, max=20, description="repeats",
+                                        tooltip="replays per setting: measured times are their median, eta with its range",
+                                        layout={"width": "10em"})
         self._build_costs(prune, clock)
-        self.button = W.Button(description="replay", button_style="primary", icon="play")
+        self.button = W.Button(description="replay", button_style="primary", icon="play", layout={"width": "19em"})
+        self.button.add_class("tg-replay")
         self.button.on_click(lambda _b: self.replay())
         self.table, self.status, self.progress = W.HTML(), W.HTML(), W.HTML()
+        self.stale, self.export = W.HTML(STALE_CSS), W.HTML()
+        self.stale.add_class("tg-stale-line")
+        self.export.add_class("tg-export")
         self.show = W.Dropdown(options=[], description="tree of")
         self.show.observe(lambda _c: self._draw(), "value")
-        self.plot, self.figure = W.Output(), go.Figure()
+        self.plot, self.figure = W.Output(layout={"overflow": "auto", "max_width": "100%"}), go.Figure()
+        self.plot.add_class("tg-scroll")  # a wide tree scrolls sideways
         self.results: dict[str, tuple[Any, Any]] = {}
-        self.modelled_on = ""  # the profile that priced the last replay
-        self.status.value = (f"round {round} of run {run_id}: starts after {len(self.context)} committed tokens "
-                             f"({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay.")
-        if pair is None:
-            self.button.disabled = True
-            self.status.value += " <b>No model pair given: replay is off.</b>"
+        self.times: dict[str, list[tuple[float, float, float]]] = {}  # setting -> (draft s, verify s, round s) per repeat
+        self.plain_s: list[float] = []  # plain decoding: seconds per token, per repeat
+        self.replayed: dict[str, Any] | None = None  # the controls as they were at the last replay
+        self.modelled_on = ""  # the profile that priced the last replay, in words
         self.eg.layout.width = self.nd.layout.width = "auto"
+        self._set_round()
         self._adaptive_note()
-        super().__init__([self.status, W.HBox([W.Label("schedule:"), *self.toggles]),
-                          W.HBox([self.eg, self.nd], layout={"gap": "1.5em"}), W.HBox([self.budget, self.prune]),
+        for w in (self.pick_round, *self.toggles, self.eg, self.nd, self.budget, self.prune, self.clock, self.repeats):
+            w.observe(lambda _c: self._check_stale(), "value")
+        self.pick_round.observe(lambda _c: self._set_round(), "value")
+        super().__init__([self.status, self.pick_round, W.HBox([W.Label("schedule:"), *self.toggles]),
+                          W.HBox([self.eg, self.nd], layout={"gap": "1.5em"}),
+                          W.HBox([W.VBox([self.budget, self.prune]), self.prune_note], layout={"align_items": "center"}),
                           W.HBox([self.clock, self.adaptive], layout={"align_items": "center"}),
-                          W.HBox([self.button, self.progress], layout={"gap": "1em", "align_items": "center"}),
-                          self.table, self.show, self.plot])
+                          W.HBox([self.button, self.repeats, self.progress], layout={"gap": "1em", "align_items": "center"}),
+                          self.stale, self.table, self.export, self.show, self.plot])
         self.add_class("tg-playground")
 
+    def _set_round(self) -> None:
+        from treegraft_lab.workbench import round_context
+
+        self.round_idx = int(self.pick_round.value)
+        self.context = round_context(self.run, self.round_idx, self.run_id)
+        self.status.value = (f"round {self.round_idx} of run {self.run_id}: starts after {len(self.context)} committed "
+                             f"tokens ({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay.")
+        if self.pair is None:
+            self.button.disabled = True
+            self.status.value += " <b>No model pair given: replay is off.</b>"
+
     def _build_costs(self, prune: str | None, clock: str | None) -> None:
-        """The budget slider, the pruning and profile selectors, and the adaptive scheduler's note."""
+        """The budget slider, the pruning and profile selectors, the pruning rule in words, and the
+        adaptive scheduler's note."""
         budget = self.cfg.get("budget", 63)
         self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget",
-                                  tooltip="verification budget: non-root nodes kept", layout={"width": "22em"})
+                                  tooltip="verification budget: non-root nodes kept at most", layout={"width": "22em"})
         self.prune = W.Dropdown(options=[("top-k by score (paper)", "topk"), ("value (cost-aware)", "value")],
                                 value=prune or self.cfg.get("prune", "topk"), description="pruning", layout={"width": "22em"})
+        self.prune_note = W.HTML(layout={"width": "auto", "margin": "0 0 0 1em", "flex": "1"})
+        self.prune_note.add_class("tg-prune-note")
         clocks = [v for _, v in CLOCKS]
         recorded = self.cfg.get("clock") if self.cfg.get("clock") in clocks else "wall"
         self.clock = W.Dropdown(options=list(CLOCKS), value=clock or recorded, description="profile",
@@ -319,7 +417,9 @@ class SchedulePlayground(W.VBox):
         t.button_style = "warning" if t.value else "info"
 
     def _adaptive_note(self) -> None:
-        """Say whether the adaptive scheduler is offered for the chosen profile and pruning."""
+        """Say which profile (in words) decisions read, whether the adaptive scheduler is offered for
+        it and the pruning, and what the chosen pruning rule keeps."""
+        self.prune_note.value = f'<span style="font-size:12px">{PRUNING_NOTES[self.prune.value]}</span>'
         if self.pair is None:
             self.adaptive.value = ""
             return
@@ -328,11 +428,52 @@ class SchedulePlayground(W.VBox):
             text = f"adaptive: offered (scheduler {scheduler_name(self.pair, cfg)})"
         else:
             text = f"adaptive: <b>not offered</b> (trained: {', '.join(trained_schedulers(self.pair)) or 'none'})"
-        self.adaptive.value = f'<span style="font-size:12px">{text}</span>'
+        self.adaptive.value = (f'<span style="font-size:12px">{html.escape(self.profile_words())}<br>{text}</span>')
+
+    def profile_words(self) -> str:
+        """The chosen profile in words (device, dtype, date)."""
+        from treegraft_lab import costs
+
+        try:
+            return profile_name(costs.resolve(self.clock.value, self.pair))
+        except Exception as e:  # noqa: BLE001 - the note says why instead of breaking the widget
+            return f"{self.clock.value}: {e}"
 
     @property
     def mask(self) -> str:
         return "".join("1" if t.value else "0" for t in self.toggles)
+
+    def controls(self) -> dict[str, Any]:
+        """Every setting a replay depends on, as the controls show it now."""
+        return {"round": int(self.pick_round.value), "schedule": self.mask, "eg": bool(self.eg.value),
+                "nd": bool(self.nd.value), "budget": int(self.budget.value), "prune": self.prune.value,
+                "clock": self.clock.value, "repeats": int(self.repeats.value)}
+
+    def changed(self) -> dict[str, tuple[Any, Any]]:
+        """Setting -> (replayed, now) for every control moved since the last replay ({} before one)."""
+        if self.replayed is None:
+            return {}
+        now = self.controls()
+        return {k: (v, now[k]) for k, v in self.replayed.items() if now[k] != v}
+
+    def _check_stale(self) -> None:
+        """Dim the results, say what changed and ask for a replay, or clear all that when the
+        controls are back to what was replayed."""
+        diff = self.changed()
+
+        def word(k: str, v: Any) -> str:
+            return ("on" if v else "off") if k in ("eg", "nd") else str(v)
+
+        for w in (self.table, self.plot, self.export, self.show):
+            (w.add_class if diff else w.remove_class)("tg-stale")
+        if diff:
+            what = "; ".join(f"{SETTING_WORDS[k]} {word(k, a)} → {word(k, b)}" for k, (a, b) in diff.items())
+            self.stale.value = (STALE_CSS + f'<div class="tg-stale-note">⚠ <b>stale</b>: the results below are from the '
+                                f'last replay; since then {html.escape(what)}. Press <b>replay</b> to update them.</div>')
+            self.button.button_style, self.button.description = "danger", "replay (settings changed)"
+        else:
+            self.stale.value = STALE_CSS
+            self.button.button_style, self.button.description = "primary", "replay"
 
     def base_config(self) -> Any:
         """The replays' common DecodeConfig: the recorded run's growth rule, budget, pruning, profile."""
@@ -361,77 +502,136 @@ class SchedulePlayground(W.VBox):
         return out
 
     def replay(self) -> pd.DataFrame:
-        """Replay the round under every setting; return (and show) the comparison table."""
+        """Replay the round under every setting `repeats` times, and time plain decoding from the
+        same context as often; return (and show) the comparison table."""
+        from treegraft_lab.baselines import plain_token_s
         from treegraft_lab.decoder import replay_round
 
         self.button.disabled = True
-        self.results = {}
+        self.results, self.times = {}, {}
+        snapshot, n = self.controls(), int(self.repeats.value)
         try:
             for name, cfg in self.settings().items():
-                self.progress.value = f"replaying: {html.escape(name)} ..."
-                self.results[name] = replay_round(self.pair, self.context, cfg, prompt_len=self.prompt_len)
+                for i in range(n):
+                    self.progress.value = f"replaying: {html.escape(name)} ({i + 1}/{n}) ..."
+                    info, rrun = replay_round(self.pair, self.context, cfg, prompt_len=self.prompt_len)
+                    self.results.setdefault(name, (info, rrun))  # the tree: every repeat draws the same one
+                    self.times.setdefault(name, []).append((info.draft_s, info.verify_s, info.round_s))
+            self.progress.value = "timing plain decoding ..."
+            self.plain_s = [plain_token_s(self.pair, self.context) for _ in range(n)]
         finally:
             self.button.disabled = self.pair is None
+        self.replayed = snapshot
         why = adaptive_status(self.pair, self.base_config())
-        self.progress.value = f"replayed {len(self.results)} settings." + (
+        self.progress.value = f"replayed {len(self.results)} settings, {n} time{'s' if n != 1 else ''} each." + (
             f' <span title="{html.escape(why)}">Adaptive not shown: see the note beside the profile.</span>'
             if why else "")
-        df = self.table_frame()
-        self.table.value = self.styled_table(df).to_html()
         self.show.options = list(self.results)
         self.show.value = next(iter(self.results))
-        self._draw()
+        self._draw()  # the tree first: when the table changes, the tree below it is already the new one
+        df = self.table_frame()
+        self.table.value = self.styled_table(df).to_html()
+        self.export.value = self.export_links(df)
+        self._check_stale()
         return df
 
-    def _priced_on(self) -> str:
-        """The profile that priced the replays (recorded in their rounds tables)."""
-        for _info, rrun in self.results.values():
-            if "modelled_on" in rrun.rounds and len(rrun.rounds):
-                return str(rrun.rounds["modelled_on"].iloc[0])
-        return ""
+    def profile(self) -> Any:
+        from treegraft_lab import costs
+
+        return costs.resolve(self.replayed["clock"] if self.replayed else self.clock.value, self.pair)
 
     def table_frame(self) -> pd.DataFrame:
-        """One row per replayed setting (and the recorded round for reference): the draft and
-        verify time and eta measured here, and the round priced by the chosen profile
-        (`attrs["modelled_on"]` names it). The recorded round's modelled cells are empty unless
-        it was priced by the same profile."""
-        self.modelled_on = self._priced_on()
+        """One row per replayed setting, plain decoding from the same context, and the recorded
+        round for reference: A, sizes, the draft and verify time measured here (medians over the
+        repeats), eta's median, low and high over them, and the round priced by the chosen profile
+        (`attrs["modelled_on"]` names it in words, `attrs["repeats"]` counts the replays). The
+        recorded round's modelled cells are empty unless it was priced by the same profile."""
+        prof = self.profile() if self.results else None
+        self.modelled_on = profile_name(prof) if prof is not None else ""
         rows = []
         rec = _row(self.run.rounds, run=self.run_id, round=self.round_idx)
         if rec is not None:
-            same = rec.get("modelled_on") == self.modelled_on and bool(self.modelled_on)
-            rows.append(self._row_of("recorded (original run)", rec["schedule"], rec["accepted"], rec["mid_calls"],
-                                     rec["nodes"], rec["kept"], rec["draft_ms"], rec["verify_ms"],
-                                     rec["eta"], rec["modelled_ms"] if same else math.nan))
+            same = prof is not None and rec.get("modelled_on") == prof.name
+            rows.append({"setting": "recorded run", "schedule": rec["schedule"], "A": rec["accepted"],
+                         "mid calls": rec["mid_calls"], "nodes": rec["nodes"], "kept": rec["kept"],
+                         "draft (ms)": rec["draft_ms"], "verify (ms)": rec["verify_ms"], "eta": [rec["eta"]],
+                         "modelled round (ms)": rec["modelled_ms"] if same else math.nan})
+        if self.plain_s and prof is not None:
+            rows.append(baseline_row("plain decoding", self.plain_s, prof.target_ms(1)))
         for name, (info, _run) in self.results.items():
-            rows.append(self._row_of(name, info.schedule, info.accepted, info.mid_calls, info.nodes, info.kept,
-                                     1000 * info.draft_s, 1000 * info.verify_s, (info.accepted + 1) / info.round_s,
-                                     info.modelled_ms))
+            t = self.times.get(name, [(info.draft_s, info.verify_s, info.round_s)])
+            rows.append({"setting": name, "schedule": info.schedule, "A": info.accepted, "mid calls": info.mid_calls,
+                         "nodes": info.nodes, "kept": info.kept, "draft (ms)": 1000 * _median([d for d, _, _ in t]),
+                         "verify (ms)": 1000 * _median([v for _, v, _ in t]),
+                         "eta": [(info.accepted + 1) / r for *_, r in t], "modelled round (ms)": info.modelled_ms})
         df = pd.DataFrame(rows)
+        if len(df):
+            etas = df.pop("eta")
+            df.insert(8, "eta (tokens/s)", [_median(e) for e in etas])
+            df.insert(9, "eta low", [min(e) for e in etas])
+            df.insert(10, "eta high", [max(e) for e in etas])
+            ms = df["modelled round (ms)"].astype(float)
+            df["modelled tokens/s"] = (1000 * (df["A"] + 1) / ms).where(ms > 0)
         df.attrs["modelled_on"] = self.modelled_on
+        df.attrs["repeats"] = int(self.replayed["repeats"]) if self.replayed else int(self.repeats.value)
         return df
 
-    @staticmethod
-    def _row_of(name: str, schedule: str, a: int, calls: int, nodes: int, kept: int, draft_ms: float, verify_ms: float,
-                eta: float, modelled_ms: float) -> dict[str, Any]:
-        ms = float(modelled_ms) if modelled_ms is not None else math.nan
-        return {"setting": name, "schedule": schedule, "A (tokens)": a, "mid calls": calls, "nodes": nodes, "kept": kept,
-                "draft (ms)": draft_ms, "verify (ms)": verify_ms, "eta (tokens/s)": eta, "modelled round (ms)": ms,
-                "modelled tokens/s": 1000 * (a + 1) / ms if ms > 0 else math.nan}
-
     def styled_table(self, df: pd.DataFrame | None = None) -> Any:
-        """`table_frame()` for display: the measured columns under "measured here", the modelled
-        ones under "modelled on <profile>"."""
+        """`table_frame()` for display, headers in words: the measured columns under "measured here
+        (median of n replays)", eta with its range, the modelled ones under "modelled on <profile>"."""
         df = self.table_frame() if df is None else df
         on = df.attrs.get("modelled_on") or self.modelled_on or "the profile"
-        top = {c: "measured here" for c in MEASURED} | {c: f"modelled on {on}" for c in MODELLED}
-        wide = df.copy()
-        wide.columns = pd.MultiIndex.from_tuples([(top.get(c, ""), MODELLED.get(c, c)) for c in df.columns])
+        n = df.attrs.get("repeats", 1)
+        wide = df.drop(columns=["eta low", "eta high"]).copy()
+        spread = [f"{lo:.1f}–{hi:.1f}" if hi > lo else "—" for lo, hi in zip(df["eta low"], df["eta high"])]
+        wide.insert(list(wide.columns).index("eta (tokens/s)") + 1, "eta range", spread)
+        measured = f"measured here: median of {n} replay{'s' if n != 1 else ''}"
+        names = {"schedule": "schedule (1 = mid)", "A": "accepted draft tokens A", "nodes": "nodes drafted",
+                 "kept": "nodes kept", "eta (tokens/s)": "tokens/s (eta)", "eta range": "range",
+                 "modelled round (ms)": "round (ms)", "modelled tokens/s": "tokens/s"}
+        top = {c: measured for c in ("draft (ms)", "verify (ms)", "eta (tokens/s)", "eta range")}
+        top |= {c: "modelled on the profile" for c in ("modelled round (ms)", "modelled tokens/s")}
+        wide.columns = pd.MultiIndex.from_tuples([(top.get(c, ""), names.get(c, c)) for c in wide.columns])
         ms = [c for c in wide.columns if c[1] in ("draft (ms)", "verify (ms)", "round (ms)")]
-        return styled(wide, ms=ms, decimals=2).hide(axis="index").set_table_styles(GROUPED_CSS, overwrite=False)
+        caption = f"modelled on {on}; measured on this machine, {n} replay{'s' if n != 1 else ''} per setting"
+        return (styled(wide, ms=ms, decimals=2).hide(axis="index").set_caption(caption)
+                .set_table_styles(GROUPED_CSS, overwrite=False))
+
+    def export_links(self, df: pd.DataFrame | None = None) -> str:
+        """Download links (CSV, JSON) of the table, the settings and profile in the JSON."""
+        import base64
+
+        df = self.table_frame() if df is None else df
+        meta = {"run": self.run_id, "round": self.round_idx, "settings": self.replayed, "modelled_on": df.attrs.get("modelled_on"),
+                "repeats": df.attrs.get("repeats")}
+        csv = df.to_csv(index=False)
+        js = json.dumps({**meta, "rows": json.loads(df.to_json(orient="records"))}, indent=1)
+        name = f"playground_run{self.run_id}_round{self.round_idx}"
+        links = [f'<a download="{name}.{ext}" href="data:{mime};base64,{base64.b64encode(text.encode()).decode()}" '
+                 f'style="margin-right:1em">⤓ {ext.upper()}</a>' for ext, mime, text in
+                 (("csv", "text/csv", csv), ("json", "application/json", js))]
+        return f'<span style="font-size:12px">export this table: {"".join(links)}</span>'
+
+    def save(self, path: str) -> str:
+        """Write the table to `path` (.csv or .json); returns the path."""
+        from pathlib import Path
+
+        df, p = self.table_frame(), Path(path)
+        if p.suffix == ".json":
+            p.write_text(df.to_json(orient="records", indent=1))
+        else:
+            df.to_csv(p, index=False)
+        return str(p)
 
     def _draw(self) -> None:
         if self.show.value in self.results:
-            fig = tree_figure(self.results[self.show.value][1], 0)
-            fig.layout.title.text = f"{self.show.value}: " + fig.layout.title.text.replace("round 0", f"replay of round {self.round_idx}", 1)
+            fig = tree_figure(self.results[self.show.value][1], 0, scroll=True)
+            plain = fig.layout.title.text.replace("<br>", " ").replace(" ·  ", " · ")
+            retitle(fig, f"{self.show.value}: " + plain.replace("round 0", f"replay of round {self.round_idx}", 1))
             self.figure = draw(self.plot, fig)
+
+
+GROUPED_CSS = [{"selector": "th.col_heading", "props": "white-space: normal"},  # headers wrap: the table fits 848 px
+               {"selector": "th.col_heading.level0", "props": "text-align: center; border-bottom: 1px solid #bbb"},
+               {"selector": "td.col0", "props": "white-space: normal; min-width: 7em"},  # setting names wrap too
+               {"selector": "caption", "props": "caption-side: top; text-align: left; font-size: 12px; color: #444"}]

@@ -38,13 +38,18 @@ FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 FONT_SIZE = 10
 CHAR_W = 0.62 * FONT_SIZE  # px per character of the monospace label font (DejaVu Sans Mono: 0.602 em)
 LEAF_PX, ROW_PX = 34, 78  # preferred px per leaf column and per depth row
-MARGIN = {"l": 10, "r": 175, "t": 48, "b": 10, "autoexpand": False}  # r: the legend
+MARGIN = {"l": 10, "r": 175, "t": 62, "b": 10, "autoexpand": False}  # r: the legend; t: toolbar, then one title line
+TOOLBAR_PX = 30  # plotly's toolbar (shown on hover) takes the top 25 px of the right half: the title starts below it
+MULTILINE_SHIFT_PX = 12
+TITLE_SIZE, TITLE_LINE_PX = 14, 19
+TITLE_CHAR_W = 0.56 * TITLE_SIZE  # px per character, a safe upper bound for plotly's Open Sans
 MIN_HEIGHT = 300  # px: the full legend (11 entries) at font size 11
 MAX_WIDTH = 840  # px: fits JupyterLab's output area on a 1280 px screen (848 px); pass width= for a larger one
 SIZE_MIN, SIZE_MAX = 7, 20
 MAX_CHILDREN = 4  # children drawn per parent; the others fold into one "+m" node
 FOLD = 1 << 40  # node id of the fold node under parent p: FOLD + p
 FOLD_COLOR = "#8d99a6"
+HALO = "0 0 2px white, 0 0 2px white"  # a white halo: a label stays readable where it crosses an edge
 
 
 # ---------------------------------------------------------------------------- layout
@@ -80,8 +85,9 @@ def tidy_layout(rows: pd.DataFrame) -> dict[int, tuple[float, float]]:
 
 
 def shown_nodes(rows: pd.DataFrame, max_children: int) -> set[int]:
-    """The nodes drawn: from the root down, each parent's `max_children` best children (accepted
-    first, then kept by pruning, then by path score)."""
+    """The nodes drawn: from the root down, every child kept by pruning (the accepted path among
+    them), then the best pruned children by path score up to `max_children` per parent. Only
+    pruned nodes are ever folded."""
     acc = rows["accepted"] if "accepted" in rows else pd.Series(False, index=rows.index)
     kept = rows["kept"] if "kept" in rows else pd.Series(True, index=rows.index)
     kids: dict[int, list] = {}
@@ -93,7 +99,8 @@ def shown_nodes(rows: pd.DataFrame, max_children: int) -> set[int]:
     while stack:
         v = stack.pop()
         shown.add(v)
-        stack += [c for *_, c in sorted(kids.get(v, []))[:max_children]]
+        ranked = sorted(kids.get(v, []))
+        stack += [c for i, (na, nk, _, c) in enumerate(ranked) if not na or not nk or i < max_children]
     return shown
 
 
@@ -151,19 +158,35 @@ def fit_label(text: str, room_px: float) -> str:
 
 def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, xr: list, pad: float = 4.0) -> dict[int, str]:
     """Labels that cannot overlap: each gets at most the distance to its nearest same-row neighbour,
-    and stays inside the x range `xr` (plotly clips text at the axes)."""
+    and stays inside the x range `xr` (plotly clips text at the axes). Nodes on the accepted path
+    are labelled first, whole up to 8 characters (never less than one), over their neighbours'
+    markers if need be (the labels have a white halo); the neighbours' labels get what is left."""
     out: dict[int, str] = {}
     by_row: dict[float, list[tuple[float, int]]] = {}
     for v in rows["node"]:
         by_row.setdefault(pos[v][1], []).append((pos[v][0], v))
     text = dict(zip(rows["node"], rows["text"]))
+    acc = rows["accepted"].astype(bool) if "accepted" in rows else pd.Series(False, index=rows.index)
+    must = set(rows["node"][acc])
     for xs in by_row.values():
         xs.sort()
-        for i, (x, v) in enumerate(xs):
-            gaps = [abs(x - xs[j][0]) for j in (i - 1, i + 1) if 0 <= j < len(xs)]
+        used: dict[int, float] = {}  # px width of the labels placed so far in this row
+        for i, (x, v) in sorted(enumerate(xs), key=lambda t: t[1][1] not in must):
             edge = 2 * min(x - xr[0], xr[1] - x) * px_per_x
-            room = min(min(gaps) * px_per_x if gaps else 8 * LEAF_PX, edge) - pad
-            out[v] = fit_label(short_token(str(text[v])), room)
+            room = edge - pad
+            if v in must:  # an accepted token shows whole (up to 8 characters); its neighbours' labels give way
+                room = min(room, 8.1 * CHAR_W)
+            near = [xs[j] for j in (i - 1, i + 1) if 0 <= j < len(xs)] + [(xu, u) for xu, u in xs if u in must and u in used]
+            for xu, u in near if v not in must else ():  # the next labels, and the accepted one however wide
+                d = abs(x - xu) * px_per_x
+                room = min(room, 2 * (d - used[u] / 2 - pad) if u in used else d - pad)
+            if not xs[i + 1:] and not xs[:i]:
+                room = min(room, 8 * LEAF_PX)
+            label = fit_label(short_token(str(text[v])), room)
+            if not label and v in must:
+                label = short_token(str(text[v]))[:1]  # an accepted node always shows its first character
+            out[v] = label
+            used[v] = label_width(label)
     return out
 
 
@@ -219,6 +242,13 @@ def _edges(rows: pd.DataFrame, pos: dict, mask: pd.Series, name: str, color: str
                       line={"color": color, "width": width, "dash": dash})
 
 
+def _custom(rows: pd.DataFrame) -> list[list]:
+    """Per point [node, created step, kept, accepted, folded, depth]: what the browser checks read."""
+    fold = rows["drafted_by"] == "fold"
+    return [[-1 if f else int(v), int(c), int(bool(k)), int(bool(a)), int(f), int(d)] for v, c, k, a, f, d in
+            zip(rows["node"], rows["created_step"], rows["kept"], rows["accepted"], fold, rows["depth"])]
+
+
 def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bool) -> list[go.Scatter]:
     """The traces of one tree, always the same number and order (so animation frames line up)."""
     rows = rows.copy()
@@ -226,6 +256,8 @@ def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bo
         if col not in rows:
             rows[col] = default
     rows["size"] = _sizes(rows)
+    if "step" in rows and "created_step" in rows:  # a ring marks exactly the nodes created at this step
+        rows["new"] = rows["created_step"] == rows["step"]
     rows["faded"] = ~rows["kept"].astype(bool) & (rows["parent"] >= 0) if final else False
     live, acc = rows["alive"].astype(bool), rows["accepted"].astype(bool) & (rows["parent"] >= 0)
     traces = [
@@ -241,8 +273,9 @@ def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bo
         traces.append(go.Scatter(
             x=[pos[v][0] for v in sub["node"]], y=[pos[v][1] for v in sub["node"]],
             mode="markers+text", name=DRAFTER_LABELS[who], showlegend=False,
-            text=[labels.get(v, "") for v in sub["node"]], textposition="bottom center",
-            textfont={"family": FONT, "size": FONT_SIZE, "color": "#222"},
+            text=[labels.get(v, "") for v in sub["node"]], customdata=_custom(sub),
+            textposition="top center" if who == "root" else "bottom center",  # the root's edges run below it
+            textfont={"family": FONT, "size": FONT_SIZE, "color": "#222", "shadow": HALO},
             hovertext=[_hover(r, final) for _, r in sub.iterrows()], hoverinfo="text",
             marker={
                 "color": COLORS[who], "size": list(sub["size"]),
@@ -256,8 +289,8 @@ def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bo
     sub = rows[rows["drafted_by"] == "fold"]
     traces.append(go.Scatter(
         x=[pos[v][0] for v in sub["node"]], y=[pos[v][1] for v in sub["node"]], mode="markers+text",
-        name="folded children", showlegend=False, text=[labels.get(v, "") for v in sub["node"]],
-        textposition="bottom center", textfont={"family": FONT, "size": FONT_SIZE, "color": "#555"},
+        name="folded children", showlegend=False, text=[labels.get(v, "") for v in sub["node"]], customdata=_custom(sub),
+        textposition="bottom center", textfont={"family": FONT, "size": FONT_SIZE, "color": "#555", "shadow": HALO},
         hovertext=[_hover(r, final) for _, r in sub.iterrows()], hoverinfo="text",
         marker={"color": FOLD_COLOR, "symbol": "square", "size": SIZE_MIN + 2,
                 "opacity": [0.22 if f else 1.0 for f in sub["faded"]]},
@@ -289,12 +322,15 @@ def _round_rows(run, round: int, step: int | None, run_id: int) -> pd.DataFrame:
     return rows
 
 
-def _canvas(pos: dict, width: int | None = None, depth: int | None = None) -> tuple[int, int, float, list, list]:
-    """Width, height, px per x unit and axis ranges; `depth`: draw rows down to this depth only."""
+def _canvas(pos: dict, width: int | None = None, depth: int | None = None,
+            scroll: bool = False) -> tuple[int, int, float, list, list]:
+    """Width, height, px per x unit and axis ranges; `depth`: draw rows down to this depth only;
+    `scroll`: LEAF_PX per leaf column however wide that gets (for a horizontally scrolling box)."""
     xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
     ys = ys if depth is None else [y for y in ys if y >= -depth] or [0.0]
     n_cols = max(xs) - min(xs) + 1
-    width = width or int(min(max(LEAF_PX * (n_cols + 1.4) + MARGIN["l"] + MARGIN["r"], 640), MAX_WIDTH))
+    natural = max(LEAF_PX * (n_cols + 1.4) + MARGIN["l"] + MARGIN["r"], 640)
+    width = width or int(natural if scroll else min(natural, MAX_WIDTH))
     height = int(ROW_PX * (max(-min(ys), 1) + 1) + MARGIN["t"] + MARGIN["b"] + 20)
     height = max(height, MIN_HEIGHT)  # the legend's 11 entries fit without a scroll bar
     xr = [min(xs) - 0.7, max(xs) + 0.7]
@@ -319,13 +355,16 @@ def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> st
 
 
 def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stable: bool = True,
-                show_pruned: bool = True, width: int | None = None, max_children: int | None = MAX_CHILDREN) -> go.Figure:
+                show_pruned: bool = True, width: int | None = None, max_children: int | None = MAX_CHILDREN,
+                scroll: bool = False) -> go.Figure:
     """The draft tree of `round` after draft `step` (None: the final pruned and verified tree).
 
     stable: lay out every node the round ever created, so nodes keep their place from step to
     step. show_pruned: draw nodes cut by the budget (faded) in the final tree. width: figure
-    width in px (default: by leaf count, at most MAX_WIDTH); labels are fitted to it.
-    max_children: children drawn per parent, the rest folded into one "+m" node (None: all).
+    width in px (default: by leaf count, at most MAX_WIDTH unless `scroll`); labels are fitted
+    to it. max_children: pruned children drawn per parent, the rest folded into one "+m" node
+    (None: all); kept nodes are always drawn. scroll: as wide as the tree needs (LEAF_PX per
+    leaf), for a box that scrolls sideways.
     """
     final_rows = _round_rows(run, round, None, run_id)
     rows = final_rows if step is None else _round_rows(run, round, step, run_id)
@@ -335,21 +374,64 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
         shown = shown_nodes(final_rows, max_children)
         final_rows, rows = fold(final_rows, shown), fold(rows, shown)
     pos = tidy_layout(final_rows if stable and (show_pruned or step is not None) else rows)
-    width, height, px_per_x, xr, yr = _canvas(pos, width, depth=int(rows["depth"].max()))  # no empty rows below
+    width, height, px_per_x, xr, yr = _canvas(pos, width, depth=int(rows["depth"].max()), scroll=scroll)  # no empty rows below
     labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
     fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
-    _style(fig, width, height, xr, yr, _title(run, round, step, run_id, depth_max))
+    _style(fig, width, height, xr, yr, wrap_title(_title(run, round, step, run_id, depth_max), width))
     return fig
 
 
-def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: str) -> None:
+def wrap_title(title: str, width: int) -> str:
+    """`title` broken into lines (at " · " where it can, else at spaces) that fit `width` px."""
+    room = max(int((width - 24) / TITLE_CHAR_W), 20)
+    lines: list[str] = []
+    for i, part in enumerate(title.split(" · ")):
+        for j, word in enumerate(part.split(" ")):
+            sep = " · " if i and not j else " "
+            if lines and len(lines[-1]) + len(sep) + len(word) <= room:
+                lines[-1] += sep + word
+            else:
+                if lines and sep != " ":
+                    lines[-1] += " ·"  # the separator stays visible at the end of the line
+                lines.append(word)
+    return "<br>".join(lines)
+
+
+def title_lines(title: str) -> int:
+    return title.count("<br>") + 1
+
+
+def _title_y(title: str, height: float) -> float:
+    """The title's y (container fraction, anchored at its top) that puts its first line TOOLBAR_PX
+    below the figure's top; plotly draws a title of several lines about 10 px higher than one line."""
+    return 1 - (TOOLBAR_PX + (MULTILINE_SHIFT_PX if title_lines(title) > 1 else 0)) / height
+
+
+def retitle(fig: go.Figure, text: str) -> go.Figure:
+    """Give `fig` (a tree figure) the title `text`, wrapped to its width, the top margin grown or
+    shrunk to its lines."""
+    new = wrap_title(text, fig.layout.width)
+    extra = TITLE_LINE_PX * (title_lines(new) - title_lines(fig.layout.title.text or ""))
+    height = fig.layout.height + extra
+    fig.update_layout(height=height, margin={"t": fig.layout.margin.t + extra},
+                      title={"text": new, "y": _title_y(new, height)})
+    return fig
+
+
+def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: str, lines: int | None = None) -> None:
+    """Axes, legend and a title that starts below plotly's toolbar and wraps to the figure's width;
+    the top margin (and the height) grow by `lines` title lines (default: this title's)."""
     axis = {"visible": False, "showgrid": False, "zeroline": False, "fixedrange": False}
+    extra = TITLE_LINE_PX * ((lines or title_lines(title)) - 1)
     fig.update_layout(
-        title={"text": title, "x": 0.01, "font": {"size": 14}}, width=width, height=height,
-        margin=MARGIN, plot_bgcolor="white", paper_bgcolor="white",
+        title={"text": title, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "container",
+               "y": _title_y(title, height + extra), "yanchor": "top", "font": {"size": TITLE_SIZE}},
+        width=width, height=height + extra,
+        margin={**MARGIN, "t": MARGIN["t"] + extra}, plot_bgcolor="white", paper_bgcolor="white",
         xaxis={**axis, "range": xr}, yaxis={**axis, "range": yr},
-        legend={"x": 1.01, "xanchor": "left", "y": 1.0, "font": {"size": 11}, "itemsizing": "constant"},
+        legend={"x": 1 + 8 / (width - MARGIN["l"] - MARGIN["r"]), "xanchor": "left", "y": 1.0, "font": {"size": 11},
+                "itemsizing": "constant"},  # 8 px right of the plot at any width
         hoverlabel={"font": {"family": FONT, "size": 11}, "align": "left"},
     )
 
@@ -369,14 +451,17 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
         rows = final_rows if k is None else _round_rows(run, round, int(k), run_id)
         rows = fold(rows, shown) if shown and k is not None else rows
         name = "verify" if k is None else f"step {k}"
-        title = _title(run, round, None if k is None else int(k), run_id, int(max(steps)))
+        title = wrap_title(_title(run, round, None if k is None else int(k), run_id, int(max(steps))), width)
         frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=k is None),
                                layout={"title": {"text": title}}))
     fig = go.Figure(data=frames[0].data, frames=frames)
-    _style(fig, width, height + 125, xr, yr, frames[0].layout.title.text)
+    _style(fig, width, height + 125, xr, yr, frames[0].layout.title.text,
+           lines=max(title_lines(f.layout.title.text) for f in frames))  # every frame's title fits
+    for f in frames:
+        f.layout.title.y = _title_y(f.layout.title.text, fig.layout.height)
     anim = {"frame": {"duration": duration_ms, "redraw": True}, "transition": {"duration": 0}, "mode": "immediate"}
     fig.update_layout(
-        margin={**MARGIN, "b": 135},  # the buttons, and the slider on its own row below them
+        margin={"b": 135},  # the buttons, and the slider on its own row below them
         updatemenus=[{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left", "yanchor": "top",
                       "buttons": [{"label": "▶ play", "method": "animate", "args": [None, {**anim, "fromcurrent": True}]},
                                   {"label": "❚❚ pause", "method": "animate", "args": [[None], {**anim, "frame": {"duration": 0}}]}]}],
