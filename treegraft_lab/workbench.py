@@ -86,8 +86,8 @@ class Params:
             return [f"adaptive scheduler for {name} on {cls} (prune={prune}): {folder}"]
         src = f"--pair {name}" if self.pair in PAIRS else (
             f"--target {self.pair}/target --mid {self.pair}/mid")
-        return [f"no adaptive scheduler is trained for {name} on {cls} (prune={prune}); the adaptive parts of 04, 05 "
-                "and 06 have none to show. Make one with:",
+        return [f"no adaptive scheduler is trained for {name} on {cls} (prune={prune}):",
+                "the adaptive parts of 04, 05 and 06 have none to show. Make one with:",
                 f"  treegraft-lab collect {src} --profile {self.clock} --prune {prune} --device {self.device}",
                 f"  treegraft-lab collect {src} --merge",
                 f"  treegraft-lab train-scheduler --pair {name} --profile {self.clock} --prune {prune}"]
