@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 import pytest
+from tiny import tiny_pair
 
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
 from treegraft_lab.hooks import Run
@@ -75,8 +76,6 @@ def test_paper_statistics_by_hand():
 
 
 def test_acceptance_length_equals_new_tokens_over_counted_target_forwards():
-    from tests.tiny import tiny_pair
-
     pair = tiny_pair(scale=4.0)
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=16, clock="a100-paper"))
     forwards, tokens = [], 0
