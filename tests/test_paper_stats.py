@@ -87,3 +87,34 @@ def test_acceptance_length_equals_new_tokens_over_counted_target_forwards():
     a = paper_statistics(run).loc["acceptance length A", "paper definition"]
     assert a == pytest.approx(tokens / len(forwards))
     assert a > run.rounds["accepted"].mean()  # the bonus token is counted
+
+
+def test_bench_acceptance_counts_one_prefill_per_generation():
+    from treegraft_lab.viz.stats import bench_acceptance
+
+    recs = pd.DataFrame([
+        {"clock": "wall", "category": "a", "method": "x", "new_tokens": 30, "rounds": 9.0, "accepted": 21.0},
+        {"clock": "wall", "category": "b", "method": "x", "new_tokens": 10, "rounds": 4.0, "accepted": 6.0},
+        {"clock": "wall", "category": "a", "method": "ar", "new_tokens": 30, "rounds": math.nan, "accepted": math.nan},
+    ])
+    a = bench_acceptance(recs).set_index(["category", "method"])
+    assert a.loc[("a", "x"), "A"] == pytest.approx(30 / 10)
+    assert a.loc[("overall", "x"), "A"] == pytest.approx(40 / 15)
+    assert a.loc[("overall", "x"), "accepted per round"] == pytest.approx(27 / 13)
+    assert "ar" not in a.index.get_level_values("method")  # plain decoding has no rounds
+
+
+def test_table_figures_and_categories_share_the_paper_definitions():
+    from treegraft_lab.viz.stats import paper_by_category, paper_summary, reselection_by_step
+
+    run = hand_run()
+    s = paper_summary(run, by_category=True)
+    t = paper_statistics(run)["paper definition"]
+    assert s.loc["all", "reselected (mean of calls)"] == pytest.approx(t["reselected share (mean of per-call shares)"])
+    assert s.loc["all", "reselected (pooled)"] == s.loc["x", "reselected (pooled)"] == pytest.approx(3 / 7)
+    assert s.loc["all", "pool ratio"] == pytest.approx(t["pool ratio"])
+    assert s.loc["all", "ours: reselected share"] == pytest.approx(4 / 6)
+    fig = reselection_by_step(run)
+    assert fig.axes[1].get_title().startswith("42.9% of 7 graft positions")
+    assert [round(p.get_height(), 3) for p in fig.axes[1].patches] == [0.0, 0.5, 0.5, 0.5]  # k = 1, 3, 4, 5
+    assert paper_by_category(s)._repr_png_()[:4] == b"\x89PNG"

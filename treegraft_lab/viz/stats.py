@@ -269,6 +269,22 @@ def acceptance_length(run) -> tuple[float, int, int]:
     return (tokens / forwards if forwards else math.nan), tokens, forwards
 
 
+def bench_acceptance(records: pd.DataFrame) -> pd.DataFrame:
+    """A per (clock, category, method) from `bench` records (category "overall": all pooled), methods with rounds only:
+    `A` = new tokens / target forwards (each generation's rounds + its prefill, the paper's definition) and
+    `accepted per round` (accepted draft tokens per round, this project's)."""
+    r = records[records["rounds"].notna()] if "rounds" in records else records.iloc[:0]
+    if "clock" not in r:
+        r = r.assign(clock="wall")
+    rows = []
+    for (clock, method), g in r.groupby(["clock", "method"], sort=False):
+        for cat, h in [*g.groupby("category"), ("overall", g)]:
+            rows.append({"clock": clock, "category": cat, "method": method, "generations": len(h),
+                         "A": h["new_tokens"].sum() / (h["rounds"].sum() + len(h)),
+                         "accepted per round": h["accepted"].sum() / h["rounds"].sum()})
+    return pd.DataFrame(rows, columns=["clock", "category", "method", "generations", "A", "accepted per round"])
+
+
 def paper_steps(run) -> pd.DataFrame:
     """Every draft step of every round measured as the release records it (from the nodes snapshots).
 
@@ -373,3 +389,86 @@ def paper_statistics(run) -> pd.DataFrame:
          "mean candidate pool / mean conventional pool; ours: mean |C_k| / mean |N_k| at mid steps k >= 2"),
     ]
     return pd.DataFrame(rows, columns=["statistic", "paper definition", "ours", "n", "paper", "definition"]).set_index("statistic")
+
+
+def _paper_group(steps: pd.DataFrame) -> dict:
+    """The paper-definition statistics of a subset of `paper_steps` rows."""
+    mid = steps[steps["call_mid"]]
+    fr = mid["frontier"]
+    per_call = (mid["reselected"] / fr.where(fr > 0)).fillna(0.0)
+    conv = steps["conventional"].mean()
+    return {"prompts": steps["run"].nunique(), "steps": len(steps), "mid calls": len(mid),
+            "mid calls at k = 1": int((mid["step"] == 1).sum()), "frontier nodes": int(fr.sum()),
+            "reselected (mean of calls)": float(per_call.mean()) if len(mid) else math.nan,
+            "reselected (pooled)": float(mid["reselected"].sum() / fr.sum()) if fr.sum() else math.nan,
+            "mean pool": steps["pool"].mean(), "conventional pool": conv,
+            "pool ratio": steps["pool"].mean() / conv if conv > 0 else math.nan}
+
+
+def paper_summary(run, by_category: bool = False) -> pd.DataFrame:
+    """`paper_statistics`' WHERE statistics (the paper's definitions) as one row "all", plus one per
+    category; with this project's reselected share and pool ratio (`graft_summary`) as "ours: ..." columns."""
+    steps = paper_steps(run)
+    cat = _categories(run)
+    groups = [("all", steps)]
+    if by_category:
+        groups += [(c, steps[steps["run"].map(cat) == c]) for c in sorted(set(cat))]
+    ours = graft_summary(run, by_category=by_category)
+    rows = [{"group": g, **_paper_group(s), "ours: reselected share": ours.loc[g, "reselected share"],
+             "ours: pool ratio": ours.loc[g, "pool ratio"]} for g, s in groups]
+    return pd.DataFrame(rows).set_index("group")
+
+
+def paper_by_category(summary: pd.DataFrame) -> PlotFigure:
+    """Reselected share (mean of per-call shares and pooled) and pool ratio per category, the paper's
+    definitions (rows of `paper_summary(..., by_category=True)`); the paper's value dashed, n beside each group."""
+    df = summary.reset_index()
+    df["label"] = [f"{g} (n={n:,} mid calls)" for g, n in zip(df["group"], df["mid calls"])]
+    long = df.melt(id_vars="label", value_vars=["reselected (mean of calls)", "reselected (pooled)"],
+                   var_name="average", value_name="share")
+    fig, (a1, a2) = figure(2, width=4.8, height=1.2 + 0.45 * len(df), sharey=True)
+    sns.barplot(long, y="label", x="share", hue="average", palette=[MID, "#f8c291"], ax=a1)
+    sns.barplot(df, y="label", x="pool ratio", ax=a2, color=MID)
+    for ax, fmt in ((a1, "{:.0%}"), (a2, "{:.2f}x")):
+        for c in ax.containers:
+            ax.bar_label(c, labels=[fmt.format(v) if math.isfinite(v) else "" for v in c.datavalues], fontsize=8, padding=2)
+    a1.axvline(PAPER_STATS["reselected share"], ls="--", color=PAPER)
+    a2.axvline(PAPER_STATS["pool ratio"], ls="--", color=PAPER)
+    a1.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    a1.set(xlim=(0, 1.15), ylabel="", xlabel="frontier depth not among the previous frontier's depths",
+           title="reselected share (dashed: paper, 61.47%)")
+    a2.set(xlim=(0, 1.25 * max(df["pool ratio"].max(), PAPER_STATS["pool ratio"])), ylabel="",
+           xlabel="mean candidate pool / mean conventional pool", title="pool ratio (dashed: paper, 2.38x)")
+    sns.move_legend(a1, "lower center", bbox_to_anchor=(0.5, 1.12), ncol=2, frameon=False, title=None, fontsize=8)
+    return fig
+
+
+def reselection_by_step(run) -> PlotFigure:
+    """Left: depths of the frontier each mid call expanded, stacked by draft step. Right: per draft
+    step, the share of those nodes at a depth not among the depths of the frontier before
+    reselection (the paper's definition; k = 1 reselects nothing), pooled over calls, with n."""
+    st = paper_steps(run)
+    mid = st[st["call_mid"]]
+    depths = graft_depths(run)
+    fig, (a1, a2) = figure(2, width=4.8, height=3.4)
+    if mid.empty:
+        for ax in (a1, a2):
+            ax.text(0.5, 0.5, "no mid-drafter steps recorded", ha="center", va="center", transform=ax.transAxes)
+    else:
+        depths["draft step"] = depths["step"].astype(str)
+        shades = sns.light_palette(MID, n_colors=depths["step"].nunique() + 1)[1:]
+        sns.histplot(depths, x="depth", hue="draft step", multiple="stack", discrete=True, palette=shades, ax=a1)
+        per = mid.groupby("step").agg(reselected=("reselected", "sum"), frontier=("frontier", "sum"),
+                                      calls=("step", "size")).reset_index()
+        per["share"] = per["reselected"] / per["frontier"].where(per["frontier"] > 0)
+        per["k"] = per["step"].astype(str)
+        sns.barplot(per, x="k", y="share", color=MID, ax=a2)
+        a2.bar_label(a2.containers[0], labels=[f"{s:.0%}\nn={c:,}" for s, c in zip(per["share"].fillna(0), per["calls"])],
+                     fontsize=8, padding=2)
+        a2.axhline(PAPER_STATS["reselected share"], ls="--", color=PAPER)
+        pooled = mid["reselected"].sum() / mid["frontier"].sum()
+        a2.set_title(f"{pooled:.1%} of {int(mid['frontier'].sum()):,} graft positions reselected (pooled)", fontsize=10)
+    a1.set(xlabel="depth of the graft position", ylabel="frontier nodes expanded", title="Graft depths in mid calls")
+    a2.set(xlabel="draft step k (n = mid calls)", ylabel="share reselected (dashed: paper)", ylim=(0, 1.2))
+    a2.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    return fig
