@@ -469,6 +469,7 @@ def reselection_by_step(run) -> PlotFigure:
         pooled = mid["reselected"].sum() / mid["frontier"].sum()
         a2.set_title(f"{pooled:.1%} of {int(mid['frontier'].sum()):,} graft positions reselected (pooled)", fontsize=10)
     a1.set(xlabel="depth of the graft position", ylabel="frontier nodes expanded", title="Graft depths in mid calls")
-    a2.set(xlabel="draft step k (n = mid calls)", ylabel="share reselected (dashed: paper)", ylim=(0, 1.2))
+    a2.set(xlabel="draft step k (n = mid calls)", ylabel="share reselected (dashed: paper)", ylim=(0, 1.18),
+           yticks=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
     a2.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
     return fig
