@@ -58,7 +58,7 @@ def _check_row(row: Any, where: str) -> dict:
         raise TreeGraftError(f"{where}: 'category' must be a non-empty string")
     turns = row.get("turns")
     if "turns" not in row:
-        raise TreeGraftError(f"{where}: no 'turns' field; every question needs 'turns', the list of its user messages "
+        raise TreeGraftError(f"{where}: 'turns' is missing; every question needs 'turns', the list of its user messages "
                              "(MT-bench / Spec-Bench question format)")
     if (
         not isinstance(turns, list)
