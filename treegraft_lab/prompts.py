@@ -57,6 +57,9 @@ def _check_row(row: Any, where: str) -> dict:
     if not isinstance(row.get("category"), str) or not row["category"]:
         raise TreeGraftError(f"{where}: 'category' must be a non-empty string")
     turns = row.get("turns")
+    if "turns" not in row:
+        raise TreeGraftError(f"{where}: 'turns' is missing; every question needs 'turns', the list of its user messages "
+                             "(MT-bench / Spec-Bench question format)")
     if (
         not isinstance(turns, list)
         or not turns

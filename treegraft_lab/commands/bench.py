@@ -1,8 +1,14 @@
 """`treegraft-lab bench`: TreeGraft against its peers, interleaved prompt by prompt in one process.
 
-Writes records.parquet, summary.parquet, results.md and results.json to --out (default
-data/bench/<pair>-<timestamp>/); with --json prints one JSON object
-{"overall": {method: speedup}, "per_category": {category: {method: speedup}}} and nothing else.
+Writes records.parquet, summary.parquet, results.md, specbench.md and results.json to --out
+(default data/bench/<pair>-<timestamp>/); with --json prints one JSON object
+{"overall": {method: speedup}, "per_category": {category: {method: speedup}}, "specbench":
+{group: {method: speedup}}} and nothing else. The tables print Spec-Bench's speedup per task group
+(a ratio of means) beside this project's mean of per-prompt ratios.
+
+With --answers DIR every turn of every question is decoded with the conversation so far and one
+Spec-Bench answer file per method is written to DIR/<method>.jsonl (`treegraft_lab.specbench`);
+the tables then come from those multi-turn generations.
 """
 
 from __future__ import annotations
@@ -44,13 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-tokens", type=int, default=16, help="tokens of the untimed warm-up per method")
     parser.add_argument("--out", default=None, help="output folder (default: data/bench/<pair>-<timestamp>)")
     parser.add_argument("--json", action="store_true", help="print one JSON object of speedups")
+    parser.add_argument("--answers", default=None, metavar="DIR",
+                        help="Spec-Bench mode: decode every turn of every question (the conversation so far) and "
+                             "write one Spec-Bench answer file per method, DIR/<method>.jsonl (wall clock)")
     add_pair_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from treegraft_lab import bench
+    from treegraft_lab import bench, specbench
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.paths import DATA_DIR
     from treegraft_lab.prompts import load_prompts
@@ -62,6 +71,14 @@ def run(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 1 or args.repeats < 1:
         raise TreeGraftError("--max-new-tokens and --repeats must be >= 1")
     budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
+    if args.answers:  # every check before a model loads
+        if args.model_on:
+            raise TreeGraftError("--answers times the wall clock, as Spec-Bench does: leave out --model-on")
+        bad = [m for m in methods if m not in specbench.answer_methods()]
+        if bad:
+            raise TreeGraftError(f"--answers: {', '.join(bad)} expose(s) no per-forward accept lengths for Spec-Bench's "
+                                 f"answer files; use methods from {', '.join(specbench.answer_methods())}")
+        specbench.check_writable(args.answers)
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, per_category=args.limit_per_category)
     needs_mid = any(m not in ("ar", "hf-pld", "small") for m in methods)
@@ -70,18 +87,46 @@ def run(args: argparse.Namespace) -> int:
     settings = {"pair": pair.name, "target": getattr(pair, "target_id", ""), "mid": getattr(pair, "mid_id", ""),
                 **_drafter_info(getattr(pair, "mid_id", "")), "prompt_suite": str(args.prompts), "split": args.split,
                 "limit_per_category": args.limit_per_category, "command": "treegraft-lab " + shlex.join(cli)}
-    result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
-                             args.warmup_tokens, prune=args.prune, progress=not args.json, settings=settings,
-                             model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
-                             prune_modelled=args.prune_modelled, model_only=args.model_only)
+    if args.answers:
+        result, table = _answers(pair, prompts, methods, args, budget, settings)
+    else:
+        result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
+                                 args.warmup_tokens, prune=args.prune, progress=not args.json, settings=settings,
+                                 model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
+                                 prune_modelled=args.prune_modelled, model_only=args.model_only)
+        table = specbench.speedup_table(specbench.records_per_question(result.records))
     out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
     bench.save(result, out)
+    md = "## Spec-Bench speedup per task group (wall clock)\n\n" + specbench.speedup_markdown(table)
+    (out / "specbench.md").write_text(md + "\n", encoding="utf-8")
     if args.json:
-        print(json.dumps(result.to_json()))
+        per = {g: {r.method: round(float(r.speedup), 4) for r in t.itertuples()} for g, t in table.groupby("group", sort=False)}
+        print(json.dumps({**result.to_json(), "specbench": per}))
         return 0
     print(bench.render_markdown(result))
+    print("\n" + md)
+    if args.answers:
+        print(f"\n-- Spec-Bench answer files in {args.answers}")
     print(f"\n-- saved to {out}")
     return 0
+
+
+def _answers(pair, prompts, methods, args, budget, settings):
+    """Spec-Bench mode: answer files written, then the bench's tables and Spec-Bench's from them."""
+    import os
+
+    from treegraft_lab import bench, specbench
+
+    meta = {"hardware": bench.hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    records = specbench.answer_questions(pair, prompts, methods, args.answers, args.max_new_tokens, budget, args.prune,
+                                         warmup_tokens=args.warmup_tokens, progress=not args.json)
+    meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"), budgets={}, skipped={},
+                settings={**settings, "methods": list(dict.fromkeys(["ar", *methods])), "max_new_tokens": args.max_new_tokens,
+                          "budget": budget, "prune": args.prune, "answers": str(args.answers),
+                          "turns": "every turn, conversation so far (Spec-Bench)"})
+    answers, _ = specbench.read_answers(args.answers)
+    answers = {m: answers[m] for m in meta["settings"]["methods"]}  # this run's files, read back
+    return bench.BenchResult(records, bench.summarize(records), meta), specbench.speedup_table(specbench.per_question(answers))
 
 
 def _drafter_info(mid_id: str) -> dict:

@@ -241,3 +241,235 @@ def importance_plot(imp: pd.DataFrame, release: list[str], clip: float = 1.0) ->
     a1.get_legend().remove()
     fig.legend(handles, labels, loc="outside upper center", ncol=2, frameon=False, fontsize=9)
     return fig
+
+
+# ---------------------------------------------------------------------------- the paper's definitions
+
+PAPER_A = {"10101": 2.17, "adaptive": 2.30}  # the paper's acceptance length: fixed [1,0,1,0,1], adaptive
+PAPER_STATS = {"reselected share": 0.6147, "mean candidate pool": 112.54, "pool ratio": 2.38,
+               "conventional pool": 112.54 / 2.38}  # the last is derived (112.54 / 2.38), not reported
+
+
+def _config(run) -> dict:
+    """The decode config of the run's first generate call (all calls of a recorded Run share it)."""
+    import json
+
+    return json.loads(run.runs["config"].iloc[0]) if len(run.runs) and "config" in run.runs else {}
+
+
+def acceptance_length(run) -> tuple[float, int, int]:
+    """The release's `avg_accept_len`: (all new tokens / all target forwards, tokens, forwards).
+
+    Target forwards = one per round (the tree verification) + one prefill per generate call, as
+    the release counts `step_idx + 1` per turn; new tokens = the tokens each call returned (cut at
+    max_new_tokens and end of text). Our prefill emits no token (the first round does), so on the
+    same trees this reads at most one token per call lower than the release's count."""
+    tokens = int(sum(len(ids) for ids in run.runs["output_ids"]))
+    forwards = len(run.rounds) + len(run.runs)
+    return (tokens / forwards if forwards else math.nan), tokens, forwards
+
+
+def bench_acceptance(records: pd.DataFrame) -> pd.DataFrame:
+    """A per (clock, category, method) from `bench` records (category "overall": all pooled), methods with rounds only:
+    `A` = new tokens / target forwards (each generation's rounds + its prefill, the paper's definition) and
+    `accepted per round` (accepted draft tokens per round, this project's)."""
+    r = records[records["rounds"].notna()] if "rounds" in records else records.iloc[:0]
+    if "clock" not in r:
+        r = r.assign(clock="wall")
+    rows = []
+    for (clock, method), g in r.groupby(["clock", "method"], sort=False):
+        for cat, h in [*g.groupby("category"), ("overall", g)]:
+            rows.append({"clock": clock, "category": cat, "method": method, "generations": len(h),
+                         "A": h["new_tokens"].sum() / (h["rounds"].sum() + len(h)),
+                         "accepted per round": h["accepted"].sum() / h["rounds"].sum()})
+    return pd.DataFrame(rows, columns=["clock", "category", "method", "generations", "A", "accepted per round"])
+
+
+def paper_steps(run) -> pd.DataFrame:
+    """Every draft step of every round measured as the release records it (from the nodes snapshots).
+
+    One row per (run, round, step) with the tree BEFORE the step (k = 1: the root alone):
+    - ref_depths: the depths of the frontier before reselection, the top-W of N_k by path score
+      (N_k = the nodes the previous step's first tokens landed on; k = 1: the root);
+    - pool: the release's candidate pool, every live node whose depth lies within `lookback` depths
+      above one of ref_depths, root included (lookback None: every live node the mid drafter has not
+      scored; EG off: the top-W of N_k);
+    - conventional: live nodes AT one of ref_depths (the pool with lookback 0; inferred, see
+      `paper_statistics`);
+    - mid steps: frontier (|F_k| after reselection) and reselected (F_k nodes whose depth is not in
+      ref_depths; 0 at k = 1, where the root is both). NaN at small steps.
+    """
+    cfg = _config(run)
+    width, lookback, eg = cfg.get("width", 10), cfg.get("lookback", 5), cfg.get("expanded_graft", True)
+    nodes = run.nodes
+    if "chain" not in nodes:
+        nodes = nodes.assign(chain=False)
+    snaps = {key: g for key, g in nodes.groupby(["run", "round", "step"], sort=False)}
+    rows = []
+    for r, rd, k, call in run.steps[["run", "round", "step", "call_mid"]].itertuples(index=False):
+        if k == 1:
+            ref_depths, pool, conventional = {0}, 1, 1
+        else:
+            before = snaps[(r, rd, k - 1)]
+            live = before[before["alive"]]
+            nk = live[live["new"] & ~live["chain"]]
+            if nk.empty:  # the previous step grew nothing: the frontier it tried to expand
+                nk = live[live["in_frontier"]] if live["in_frontier"].any() else live
+            ref = nk.assign(neg=-nk["score"]).sort_values(["neg", "depth", "node"]).head(width)
+            ref_depths = set(ref["depth"].astype(int))
+            depth = live["depth"].astype(int)
+            at_ref = depth.isin(ref_depths)
+            if not eg:
+                in_pool = live["node"].isin(ref["node"])
+            elif lookback is None:
+                in_pool = ~live["mid_scored"].astype(bool)
+            else:
+                window = {d - j for d in ref_depths for j in range(lookback + 1)}
+                in_pool = depth.isin(window)
+            pool, conventional = int(in_pool.sum()), int(at_ref.sum())
+        row = {"run": r, "round": rd, "step": k, "call_mid": bool(call), "pool": pool,
+               "conventional": conventional, "ref_depths": sorted(ref_depths),
+               "frontier": math.nan, "reselected": math.nan}
+        if call:
+            after = snaps[(r, rd, k)]
+            front = after.loc[after["in_frontier"], "depth"].astype(int)
+            row["frontier"] = len(front)
+            row["reselected"] = int((~front.isin(ref_depths)).sum())
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["run", "round", "step", "call_mid", "pool", "conventional", "ref_depths",
+                                       "frontier", "reselected"])
+
+
+def paper_statistics(run) -> pd.DataFrame:
+    """Every statistic the paper reports, on this run, under the paper's (the release's) definition.
+
+    One row per statistic; columns: `paper definition` (its value on this run), `ours` (the value
+    under this project's `graft_summary` / `accepted` definition, where it differs), `n` (what it
+    was averaged over), `paper` (the paper's number), `definition` (one line). The release computes
+    no conventional pool: the definition used (nodes at the depths of the frontier before
+    reselection, i.e. the release's candidate pool with lookback 0) is inferred from
+    112.54 / 2.38 = 47.3 nodes, which fits it.
+    """
+    a, tokens, forwards = acceptance_length(run)
+    steps = paper_steps(run)
+    mid = steps[steps["call_mid"]]
+    calls = mid[mid["frontier"] > 0]
+    per_call = (mid["reselected"] / mid["frontier"].where(mid["frontier"] > 0)).fillna(0.0)
+    pooled = calls["reselected"].sum() / calls["frontier"].sum() if len(calls) else math.nan
+    ours = graft_summary(run).loc["all"] if len(run.steps) else None
+    n_rounds, n_mid, n_k1 = len(run.rounds), len(mid), int((mid["step"] == 1).sum())
+    schedule = _config(run).get("schedule", "")
+    a_paper = PAPER_A.get(schedule, math.nan)
+
+    def our(col):
+        return float(ours[col]) if ours is not None else math.nan
+
+    rows = [
+        ("acceptance length A", a, float(run.rounds["accepted"].mean()) if n_rounds else math.nan,
+         f"{tokens:,} new tokens / {forwards:,} target forwards ({n_rounds:,} rounds + {len(run.runs)} prefills)",
+         a_paper, "new tokens / target forwards, bonus token counted, each prefill one forward (release "
+         f"avg_accept_len; paper: {'schedule ' + schedule if schedule in PAPER_A else 'no value for schedule ' + schedule}); "
+         "ours: accepted draft tokens per round"),
+        ("reselected share (mean of per-call shares)", float(per_call.mean()) if n_mid else math.nan,
+         our("reselected share"), f"{n_mid:,} mid calls ({n_k1:,} at k = 1, each 0)", PAPER_STATS["reselected share"],
+         "per mid call: share of the reselected top-W whose depth is not a depth of the frontier before "
+         "reselection (root counts), averaged over calls; ours: pooled nodes of k >= 2 below the mean depth of N_k"),
+        ("reselected share (pooled)", pooled, our("reselected share"),
+         f"{int(calls['frontier'].sum()):,} frontier nodes of {n_mid:,} mid calls", PAPER_STATS["reselected share"],
+         "the same over all frontier nodes of all mid calls (the paper does not say which average it used)"),
+        ("mean candidate pool", float(steps["pool"].mean()) if len(steps) else math.nan, our("mean pool"),
+         f"{len(steps):,} draft steps (all k)", PAPER_STATS["mean candidate pool"],
+         "nodes a reselection may choose from before each step, root included; ours: |C_k| at mid steps k >= 2"),
+        ("conventional pool", float(steps["conventional"].mean()) if len(steps) else math.nan,
+         our("mean conventional pool"), f"{len(steps):,} draft steps (all k)", PAPER_STATS["conventional pool"],
+         "INFERRED (not in the release): nodes at the depths of the frontier before reselection, fits "
+         "112.54 / 2.38 = 47.3; ours: |N_k| at mid steps k >= 2"),
+        ("pool ratio", float(steps["pool"].mean() / steps["conventional"].mean()) if len(steps) else math.nan,
+         our("pool ratio"), f"{len(steps):,} draft steps (ratio of means)", PAPER_STATS["pool ratio"],
+         "mean candidate pool / mean conventional pool; ours: mean |C_k| / mean |N_k| at mid steps k >= 2"),
+    ]
+    return pd.DataFrame(rows, columns=["statistic", "paper definition", "ours", "n", "paper", "definition"]).set_index("statistic")
+
+
+def _paper_group(steps: pd.DataFrame) -> dict:
+    """The paper-definition statistics of a subset of `paper_steps` rows."""
+    mid = steps[steps["call_mid"]]
+    fr = mid["frontier"]
+    per_call = (mid["reselected"] / fr.where(fr > 0)).fillna(0.0)
+    conv = steps["conventional"].mean()
+    return {"prompts": steps["run"].nunique(), "steps": len(steps), "mid calls": len(mid),
+            "mid calls at k = 1": int((mid["step"] == 1).sum()), "frontier nodes": int(fr.sum()),
+            "reselected (mean of calls)": float(per_call.mean()) if len(mid) else math.nan,
+            "reselected (pooled)": float(mid["reselected"].sum() / fr.sum()) if fr.sum() else math.nan,
+            "mean pool": steps["pool"].mean(), "conventional pool": conv,
+            "pool ratio": steps["pool"].mean() / conv if conv > 0 else math.nan}
+
+
+def paper_summary(run, by_category: bool = False) -> pd.DataFrame:
+    """`paper_statistics`' WHERE statistics (the paper's definitions) as one row "all", plus one per
+    category; with this project's reselected share and pool ratio (`graft_summary`) as "ours: ..." columns."""
+    steps = paper_steps(run)
+    cat = _categories(run)
+    groups = [("all", steps)]
+    if by_category:
+        groups += [(c, steps[steps["run"].map(cat) == c]) for c in sorted(set(cat))]
+    ours = graft_summary(run, by_category=by_category)
+    rows = [{"group": g, **_paper_group(s), "ours: reselected share": ours.loc[g, "reselected share"],
+             "ours: pool ratio": ours.loc[g, "pool ratio"]} for g, s in groups]
+    return pd.DataFrame(rows).set_index("group")
+
+
+def paper_by_category(summary: pd.DataFrame) -> PlotFigure:
+    """Reselected share (mean of per-call shares and pooled) and pool ratio per category, the paper's
+    definitions (rows of `paper_summary(..., by_category=True)`); the paper's value dashed, n beside each group."""
+    df = summary.reset_index()
+    df["label"] = [f"{g} (n={n:,} mid calls)" for g, n in zip(df["group"], df["mid calls"])]
+    long = df.melt(id_vars="label", value_vars=["reselected (mean of calls)", "reselected (pooled)"],
+                   var_name="average", value_name="share")
+    fig, (a1, a2) = figure(2, width=4.8, height=1.2 + 0.45 * len(df), sharey=True)
+    sns.barplot(long, y="label", x="share", hue="average", palette=[MID, "#f8c291"], ax=a1)
+    sns.barplot(df, y="label", x="pool ratio", ax=a2, color=MID)
+    for ax, fmt in ((a1, "{:.0%}"), (a2, "{:.2f}x")):
+        for c in ax.containers:
+            ax.bar_label(c, labels=[fmt.format(v) if math.isfinite(v) else "" for v in c.datavalues], fontsize=8, padding=2)
+    a1.axvline(PAPER_STATS["reselected share"], ls="--", color=PAPER)
+    a2.axvline(PAPER_STATS["pool ratio"], ls="--", color=PAPER)
+    a1.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    a1.set(xlim=(0, 1.15), ylabel="", xlabel="frontier depth not among the previous frontier's depths",
+           title="reselected share (dashed: paper, 61.47%)")
+    a2.set(xlim=(0, 1.25 * max(df["pool ratio"].max(), PAPER_STATS["pool ratio"])), ylabel="",
+           xlabel="mean candidate pool / mean conventional pool", title="pool ratio (dashed: paper, 2.38x)")
+    sns.move_legend(a1, "lower center", bbox_to_anchor=(0.5, 1.12), ncol=2, frameon=False, title=None, fontsize=8)
+    return fig
+
+
+def reselection_by_step(run) -> PlotFigure:
+    """Left: depths of the frontier each mid call expanded, stacked by draft step. Right: per draft
+    step, the share of those nodes at a depth not among the depths of the frontier before
+    reselection (the paper's definition; k = 1 reselects nothing), pooled over calls, with n."""
+    st = paper_steps(run)
+    mid = st[st["call_mid"]]
+    depths = graft_depths(run)
+    fig, (a1, a2) = figure(2, width=4.8, height=3.4)
+    if mid.empty:
+        for ax in (a1, a2):
+            ax.text(0.5, 0.5, "no mid-drafter steps recorded", ha="center", va="center", transform=ax.transAxes)
+    else:
+        depths["draft step"] = depths["step"].astype(str)
+        shades = sns.light_palette(MID, n_colors=depths["step"].nunique() + 1)[1:]
+        sns.histplot(depths, x="depth", hue="draft step", multiple="stack", discrete=True, palette=shades, ax=a1)
+        per = mid.groupby("step").agg(reselected=("reselected", "sum"), frontier=("frontier", "sum"),
+                                      calls=("step", "size")).reset_index()
+        per["share"] = per["reselected"] / per["frontier"].where(per["frontier"] > 0)
+        per["k"] = per["step"].astype(str)
+        sns.barplot(per, x="k", y="share", color=MID, ax=a2)
+        a2.bar_label(a2.containers[0], labels=[f"{s:.0%}\nn={c:,}" for s, c in zip(per["share"].fillna(0), per["calls"])],
+                     fontsize=8, padding=2)
+        a2.axhline(PAPER_STATS["reselected share"], ls="--", color=PAPER)
+        pooled = mid["reselected"].sum() / mid["frontier"].sum()
+        a2.set_title(f"{pooled:.1%} of {int(mid['frontier'].sum()):,} graft positions reselected (pooled)", fontsize=10)
+    a1.set(xlabel="depth of the graft position", ylabel="frontier nodes expanded", title="Graft depths in mid calls")
+    a2.set(xlabel="draft step k (n = mid calls)", ylabel="share reselected (dashed: paper)", ylim=(0, 1.18),
+           yticks=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    a2.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    return fig

@@ -1,0 +1,120 @@
+"""The paper's statistics under the release's definitions, pinned on a hand-built run and a recorded one."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+from tiny import tiny_pair
+
+from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+from treegraft_lab.hooks import Run
+from treegraft_lab.viz.stats import paper_statistics, paper_steps
+
+# One round of schedule 10111, W = 2, lookback 5. Node: (parent, depth, score).
+NODES = {0: (-1, 0, 0.0), 1: (0, 1, -0.1), 2: (0, 1, -0.5), 3: (1, 2, -0.3), 4: (2, 2, -0.9), 5: (3, 3, -5.0),
+         6: (2, 2, -2.0), 7: (3, 3, -0.4), 8: (3, 3, -0.6), 9: (7, 4, -0.5), 10: (6, 3, -0.7), 11: (6, 3, -3.0)}
+# step: (call_mid, frontier F_k, first tokens landed (next N_k), chain nodes, pool_size, conventional_pool as recorded)
+STEPS = {1: (True, [0], [1, 2], [], 1, 1),
+         2: (False, [1, 2], [3, 4], [5], 2, 2),
+         3: (True, [2, 3], [6, 7, 8], [], 5, 2),
+         4: (True, [6, 7], [9, 10, 11], [], 9, 3),
+         5: (True, [1, 10], [], [], 12, 3)}
+
+
+def hand_run(output_tokens: int = 4, accepted: int = 3) -> Run:
+    cfg = {**DecodeConfig(schedule="10111", width=2, lookback=5).to_dict()}
+    runs = pd.DataFrame([{"run": 0, "prompt_ids": [1, 2], "output_ids": list(range(output_tokens)),
+                          "config": json.dumps(cfg, default=str), "category": "x"}])
+    rounds = pd.DataFrame([{"run": 0, "round": 0, "accepted": accepted}])
+    steps, nodes, made = [], [], 1
+    for k, (call, front, new, chain, pool, conv) in STEPS.items():
+        made = max([made, *[v + 1 for v in new + chain]])
+        steps.append({"run": 0, "round": 0, "step": k, "call_mid": call, "pool_size": pool, "conventional_pool": conv,
+                      "frontier_size": len(front)})
+        for v in range(made):
+            p, d, s = NODES[v]
+            nodes.append({"run": 0, "round": 0, "step": k, "node": v, "parent": p, "depth": d, "score": s,
+                          "alive": True, "mid_scored": False, "in_frontier": v in front, "new": v in new + chain,
+                          "chain": v in chain})
+    return Run(runs=runs, rounds=rounds, steps=pd.DataFrame(steps), nodes=pd.DataFrame(nodes), tree=pd.DataFrame())
+
+
+def test_pool_and_reference_depths_before_each_step_by_hand():
+    s = paper_steps(hand_run()).set_index("step")
+    # k = 1 the root alone; k = 2 depths <= 1; k = 3 depths <= 2 (the chain tail at 3 is out); then all
+    assert s["pool"].tolist() == [1, 3, 5, 9, 12]
+    # nodes at the depths of the top-W of N_k: k = 4 takes {7, 8} (depth 3), not node 6 (depth 2)
+    assert s["ref_depths"].tolist() == [[0], [1], [2], [3], [3, 4]]
+    assert s["conventional"].tolist() == [1, 2, 2, 3, 6]
+    assert s.loc[[1, 3, 4, 5], "reselected"].tolist() == [0, 1, 1, 1]
+    assert math.isnan(s.loc[2, "reselected"])  # a small step reselects nothing
+
+
+def test_paper_statistics_by_hand():
+    t = paper_statistics(hand_run())
+    assert list(t.columns) == ["paper definition", "ours", "n", "paper", "definition"]
+    v = t["paper definition"]
+    assert v["acceptance length A"] == pytest.approx(4 / 2)  # 4 new tokens / (1 round + 1 prefill)
+    assert t.loc["acceptance length A", "ours"] == 3  # accepted draft tokens per round
+    # mid calls k = 1, 3, 4, 5: shares 0, 1/2, 1/2, 1/2 (k = 1 counted as 0)
+    assert v["reselected share (mean of per-call shares)"] == pytest.approx(1.5 / 4)
+    assert v["reselected share (pooled)"] == pytest.approx(3 / 7)
+    # ours: k >= 2 pooled, below the mean depth of N_k: 1 of 2, 1 of 2 (6 < 8/3), 2 of 2 (10 < 10/3)
+    assert t.loc["reselected share (pooled)", "ours"] == pytest.approx(4 / 6)
+    assert v["mean candidate pool"] == pytest.approx(30 / 5)
+    assert v["conventional pool"] == pytest.approx(14 / 5)
+    assert v["pool ratio"] == pytest.approx(30 / 14)
+    assert t.loc["mean candidate pool", "ours"] == pytest.approx(26 / 3)
+    assert t.loc["pool ratio", "ours"] == pytest.approx(26 / 8)
+    assert t.loc["reselected share (pooled)", "paper"] == pytest.approx(0.6147)
+    assert t.loc["pool ratio", "paper"] == 2.38 and t.loc["mean candidate pool", "paper"] == 112.54
+    assert "INFERRED" in t.loc["conventional pool", "definition"]
+    assert t.loc["reselected share (mean of per-call shares)", "n"].startswith("4 mid calls (1 at k = 1")
+
+
+def test_acceptance_length_equals_new_tokens_over_counted_target_forwards():
+    pair = tiny_pair(scale=4.0)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=16, clock="a100-paper"))
+    forwards, tokens = [], 0
+    pair.target.register_forward_hook(lambda *a: forwards.append(1))  # every target forward, prefill included
+    with record(dec) as rec:
+        for prompt in ([3, 5, 7, 9, 3, 5, 7], [1, 2, 3, 1, 2, 3, 1, 2]):
+            tokens += len(dec.generate(prompt, max_new_tokens=20).token_ids)
+    run = rec.to_run()
+    a = paper_statistics(run).loc["acceptance length A", "paper definition"]
+    assert a == pytest.approx(tokens / len(forwards))
+    assert a > run.rounds["accepted"].mean()  # the bonus token is counted
+
+
+def test_bench_acceptance_counts_one_prefill_per_generation():
+    from treegraft_lab.viz.stats import bench_acceptance
+
+    recs = pd.DataFrame([
+        {"clock": "wall", "category": "a", "method": "x", "new_tokens": 30, "rounds": 9.0, "accepted": 21.0},
+        {"clock": "wall", "category": "b", "method": "x", "new_tokens": 10, "rounds": 4.0, "accepted": 6.0},
+        {"clock": "wall", "category": "a", "method": "ar", "new_tokens": 30, "rounds": math.nan, "accepted": math.nan},
+    ])
+    a = bench_acceptance(recs).set_index(["category", "method"])
+    assert a.loc[("a", "x"), "A"] == pytest.approx(30 / 10)
+    assert a.loc[("overall", "x"), "A"] == pytest.approx(40 / 15)
+    assert a.loc[("overall", "x"), "accepted per round"] == pytest.approx(27 / 13)
+    assert "ar" not in a.index.get_level_values("method")  # plain decoding has no rounds
+
+
+def test_table_figures_and_categories_share_the_paper_definitions():
+    from treegraft_lab.viz.stats import paper_by_category, paper_summary, reselection_by_step
+
+    run = hand_run()
+    s = paper_summary(run, by_category=True)
+    t = paper_statistics(run)["paper definition"]
+    assert s.loc["all", "reselected (mean of calls)"] == pytest.approx(t["reselected share (mean of per-call shares)"])
+    assert s.loc["all", "reselected (pooled)"] == s.loc["x", "reselected (pooled)"] == pytest.approx(3 / 7)
+    assert s.loc["all", "pool ratio"] == pytest.approx(t["pool ratio"])
+    assert s.loc["all", "ours: reselected share"] == pytest.approx(4 / 6)
+    fig = reselection_by_step(run)
+    assert fig.axes[1].get_title().startswith("42.9% of 7 graft positions")
+    assert [round(p.get_height(), 3) for p in fig.axes[1].patches] == [0.0, 0.5, 0.5, 0.5]  # k = 1, 3, 4, 5
+    assert paper_by_category(s)._repr_png_()[:4] == b"\x89PNG"
