@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 import pytest
-from tiny import tiny_pair
+from treegraft_lab.tiny import tiny_pair
 
 from treegraft_lab import bench, budget
 from treegraft_lab.config import DecodeConfig

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from tiny import tiny_pair
+from treegraft_lab.tiny import tiny_pair
 
 from treegraft_lab import cli, costs
 from treegraft_lab.config import DecodeConfig
@@ -144,7 +144,7 @@ def test_a_modelled_run_is_lossless_and_priced_from_its_rounds_sizes():
 
 def test_the_online_path_imports_no_training_code():
     code = ("import sys, treegraft_lab.decoder, treegraft_lab.schedule.adaptive, treegraft_lab.replay; "
-            "bad = [m for m in sys.modules if m.startswith(('treegraft_lab.schedule.collect', "
-            "'treegraft_lab.schedule.distill', 'treegraft_lab.schedule.value', 'sklearn', 'pandas'))]; print(bad)")
+            "bad = [m for m in sys.modules if m.startswith(('treegraft_lab.training.collect', "
+            "'treegraft_lab.training.distill', 'treegraft_lab.training.value', 'sklearn', 'pandas'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

@@ -10,7 +10,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from tests.tiny import tiny_model
+from treegraft_lab.tiny import tiny_model
 from treegraft_lab import cpu_path, kv, models
 
 

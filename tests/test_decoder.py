@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.tiny import tiny_pair
+from treegraft_lab.tiny import tiny_pair
 from treegraft_lab import cpu_path, kv
 from treegraft_lab.baselines import CascadeDecoder, autoregressive
 from treegraft_lab.config import DecodeConfig

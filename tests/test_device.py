@@ -10,7 +10,7 @@ import os
 
 import pytest
 import torch
-from tiny import tiny_pair
+from treegraft_lab.tiny import tiny_pair
 
 from treegraft_lab import costs
 from treegraft_lab.config import DecodeConfig

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from tests.tiny import tiny_pair
+from treegraft_lab.tiny import tiny_pair
 from treegraft_lab import graft, kv
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
@@ -200,14 +200,14 @@ def test_a_cached_run_recorded_before_the_growth_options_is_recorded_again(tmp_p
     monkeypatch.setenv("TREEGRAFT_RUNS_DIR", str(tmp_path))
     monkeypatch.delenv("SMOKE", raising=False)
     monkeypatch.delenv("RERECORD", raising=False)
-    old = wb.synthetic_run(rounds=1)
+    old = wb.tiny_run(rounds=1)
     old.runs["config"] = ['{"depth": 5, "width": 10, "schedule": "10101"}']  # a run from before
     old.save(tmp_path / "x")
     calls = []
 
     def rec():
         calls.append(1)
-        return wb.synthetic_run(rounds=1, growth="release")
+        return wb.tiny_run(rounds=1)
 
     assert '"expansion"' in wb.cached_run("x", rec).runs["config"][0] and calls == [1]
     wb.cached_run("x", rec)

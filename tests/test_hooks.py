@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tiny import tiny_pair
+from treegraft_lab.tiny import tiny_pair
 from treegraft_lab import hooks as hooks_module
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder

@@ -14,7 +14,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from tests.tiny import tiny_pair
+from treegraft_lab.tiny import tiny_pair
 from treegraft_lab import decoder as decoder_module
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from tests.tiny import tiny_model, tiny_pair
+from treegraft_lab.tiny import tiny_model, tiny_pair
 from treegraft_lab import cli, kv
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
@@ -21,8 +21,8 @@ from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.replay import replay_all
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
-from treegraft_lab.schedule.collect import apply_costs, state_rows
-from treegraft_lab.schedule.distill import (
+from treegraft_lab.training.collect import apply_costs, state_rows
+from treegraft_lab.training.distill import (
     Student,
     canonical_states,
     choose_offset,
@@ -36,7 +36,7 @@ from treegraft_lab.schedule.distill import (
 )
 from treegraft_lab.schedule.policies import MaskPolicy, StepContext
 from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
-from treegraft_lab.schedule.value import Scaler, group_folds, input_names, student_inputs
+from treegraft_lab.training.value import Scaler, group_folds, input_names, student_inputs
 from treegraft_lab.tree import SMALL, DraftTree
 
 L5, L25 = math.log(0.5), math.log(0.25)

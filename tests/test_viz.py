@@ -21,19 +21,21 @@ from treegraft_lab.viz.tree import (
     tidy_layout,
     tree_figure,
 )
-from treegraft_lab.workbench import synthetic_run
+from treegraft_lab.workbench import tiny_run
+
+COMPACT = {"expansion": "global", "ngram_chain": False, "lookback": None, "width": 16}  # wide, few children per parent
 
 
 @pytest.fixture(scope="module")
 def run63():
     """Three rounds at the paper's budget of 63 with generous trees (more nodes than the budget)."""
-    return synthetic_run(rounds=3, budget=63, seed=1)
+    return tiny_run(rounds=3, budget=63, seed=1, **COMPACT)
 
 
 @pytest.fixture(scope="module")
 def run_release():
     """Trees grown by the release's rule: mid steps add 10 children to each of 10 parents."""
-    return synthetic_run(rounds=2, budget=63, seed=1, growth="release")
+    return tiny_run(rounds=2, budget=63, seed=1)
 
 
 def label_boxes(fig):
@@ -102,7 +104,7 @@ def test_accepted_path_and_pruned_nodes_are_marked(run63):
 
 
 def test_dead_nodes_are_crossed_without_nd():
-    run = synthetic_run(rounds=1, budget=24, non_destructive=False, seed=3)
+    run = tiny_run(rounds=1, budget=24, non_destructive=False, seed=3)
     dead = int((~run.tree_at(0)["alive"]).sum())
     assert dead > 0
     fig = tree_figure(run, 0, max_children=None)
@@ -143,7 +145,7 @@ def test_a_step_tree_differs_from_the_next(run63):
 
 
 def test_summary_plots_have_labelled_axes(run63):
-    other = synthetic_run(rounds=3, schedule="11000", seed=2)
+    other = tiny_run(rounds=3, schedule="11000", seed=2, **COMPACT)
     figs = [stats.acceptance_by_depth({"10101": run63, "11000": other}), stats.graft_depth_hist(run63),
             stats.decisions_by_step({"10101": run63, "11000": other}),
             stats.signal_heatmap(stats.signal_correlations(run63))]
@@ -161,7 +163,7 @@ def test_graft_depths_find_earlier_reselections(run63):
 
 
 def test_graft_statistics_have_one_definition_for_table_figure_and_categories(run63):
-    run = synthetic_run(rounds=6, budget=63, seed=4)
+    run = tiny_run(rounds=6, budget=63, seed=4)
     s = stats.graft_summary(run, by_category=True)
     depths = stats.graft_depths(run)
     later = depths[depths["step"] > 1]
@@ -238,7 +240,7 @@ def test_the_growth_animation_folds_every_frame_alike(run_release):
 
 
 def test_the_reselected_share_from_steps_equals_the_one_from_nodes():
-    from tests.tiny import tiny_pair
+    from treegraft_lab.tiny import tiny_pair
     from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
 
     pair = tiny_pair("llama", vocab=64, scale=4.0)

@@ -80,7 +80,7 @@ class CascadeDecoder(TreeGraftDecoder):
             v, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
         chain = tree.path(v)
         self._draft_ms += self.profile.mid_ms(self.mid_backlog() + len(chain))
-        (_, mid_s), calls = self._timed(self.mid.score, tree, chain), 1
+        (_, mid_s), calls = self.timed(self.mid.score, tree, chain), 1
         cut = 0  # the mid drafter keeps the chain up to its first disagreement ...
         for u in chain[1:]:
             if tree.tokens[u] != self.mid.top1(tree.parent[u])[0]:
@@ -91,9 +91,9 @@ class CascadeDecoder(TreeGraftDecoder):
             tree.kill_subtree(rest[0])
         v = cut
         while tree.depth[v] < cfg.depth:  # ... and overwrites the rest with its own greedy tokens
-            if v not in self.mid.row:
+            if not self.mid.scored(v):
                 self._draft_ms += self.profile.mid_ms(1)
-                (_, t), calls = self._timed(self.mid.score, tree, [v]), calls + 1
+                (_, t), calls = self.timed(self.mid.score, tree, [v]), calls + 1
                 mid_s += t
             tok, lq = self.mid.top1(v)
             v, _ = tree.add_child(v, tok, lq, MID, tree.depth[v] + 1)
