@@ -27,10 +27,16 @@ TINY_PROMPT = [3, 17, 5, 9, 3, 17, 5, 9, 3, 17, 22, 41, 7]
 POCKET_PROMPT = "Write a Python function that returns the sum of the squares of a list of numbers."
 # (pair, schedule, clock, prune): adaptive reads the artifact trained for its profile and pruning
 RUNS = [(p, s, c, "topk") for p in ("tiny", "pocket") for s in ("small", "10101") for c in ("wall", "a100-paper")]
-RUNS += [("pocket", "adaptive", "a100-paper", "topk"), ("pocket", "adaptive", "wall", "value")]
+RUNS += [("pocket", "adaptive", "a100-paper", "topk"), ("pocket32", "adaptive", "wall", "value")]  # CPU scheduler: float32
 
 
 def snapshot(pair, prompt, schedule: str, clock: str, prune: str) -> dict:
+    try:  # resolve the clock here, at the edge, where the package can
+        from treegraft_lab.measure import resolve
+
+        clock = resolve(clock, pair)
+    except ImportError:  # an older layout: the decoder resolved (and measured) it
+        pass
     cfg = DecodeConfig(schedule=schedule, clock=clock, prune=prune, seed=0)
     gen = TreeGraftDecoder(pair, cfg).generate(prompt, max_new_tokens=TOKENS)
     return {"tokens": gen.token_ids, "modelled_ms": round(gen.stats["modelled_ms"], 6),
@@ -40,7 +46,8 @@ def snapshot(pair, prompt, schedule: str, clock: str, prune: str) -> dict:
 
 def main(out: str) -> None:
     pairs = {"tiny": (tiny_pair("llama", vocab=64, scale=4.0), TINY_PROMPT),
-             "pocket": (load_pair("smollm2-pocket"), POCKET_PROMPT)}
+             "pocket": (load_pair("smollm2-pocket"), POCKET_PROMPT),
+             "pocket32": (load_pair("smollm2-pocket", dtype="float32"), POCKET_PROMPT)}
     result = {}
     for name, schedule, clock, prune in RUNS:
         pair, prompt = pairs[name]
@@ -48,8 +55,8 @@ def main(out: str) -> None:
         result[key] = snapshot(pair, prompt, schedule, clock, prune)
         r = result[key]
         print(f"{key:36s} {len(r['rounds']):3d} rounds  {r['modelled_ms']:9.3f} modelled ms", flush=True)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=1)
+        with open(out, "w") as f:  # after every run: a failure keeps what came before
+            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

