@@ -131,7 +131,7 @@ TWIN_EXPECT = [None, "matplotlib-text", "widget-not-shown", "wider-than-output",
 def lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1 with a random token and temp dirs, serving copies of the notebooks."""
     ensure_chromium()
-    from treegraft_lab.costs import cache_dir as profile_cache
+    from treegraft_lab.profile_cache import cache_dir as profile_cache
     from treegraft_lab.zoo.target import cache_dir
 
     runs = shared_runs_dir(tmp_path_factory)

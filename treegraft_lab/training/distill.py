@@ -229,8 +229,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
-    from treegraft_lab.training.grouped_cv import group_folds
     from treegraft_lab.schedule.signals import SIGNALS
+    from treegraft_lab.training.grouped_cv import group_folds
     from treegraft_lab.training.value import augment_costs, fit_mlp, rank_signals, targets
 
     D = int(df["D"].iloc[0])

@@ -32,8 +32,8 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from treegraft_lab.costs import DeviceProfile
-from treegraft_lab.training.grouped_cv import group_folds, r2
 from treegraft_lab.training.collect import apply_costs
+from treegraft_lab.training.grouped_cv import group_folds, r2
 
 CONTEXT = ("log1p_prompt_len", "t_tgt_ms", "t_mid_ms", "log_tgt_over_mid", "k_over_D", "calls_over_D")
 MID_SCALES = (0.5, 0.7, 1.0, 1.4, 2.0)
