@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from treegraft_lab.zoo.target import cache_dir
+from treegraft_lab.measure import cuda_devices, timed
+from treegraft_lab.paths import cache_root as cache_dir
 
 
 def tree_inputs(n: int, ctx: int, seed: int = 0, dtype: torch.dtype = torch.bfloat16
@@ -67,10 +68,8 @@ class _Timer:
 
     @torch.no_grad()
     def __call__(self) -> float:
-        t0 = time.perf_counter()
-        self.model(input_ids=self.new, past_key_values=self.cache, position_ids=self.pos,
-                   attention_mask=self.mask, use_cache=True)
-        dt = time.perf_counter() - t0
+        _, dt = timed(lambda: self.model(input_ids=self.new, past_key_values=self.cache, position_ids=self.pos,
+                                         attention_mask=self.mask, use_cache=True), devices=cuda_devices(self.model))
         self.cache.crop(-self.new.shape[1])
         return dt
 
