@@ -18,9 +18,9 @@ from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramIndex
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.replay import replay_all
-from treegraft_lab.rounds import StepContext
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
+from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.policies import MaskPolicy
 from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
 from treegraft_lab.tiny import tiny_model, tiny_pair

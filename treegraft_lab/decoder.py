@@ -36,7 +36,8 @@ from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import HookEvent, check_hooks, record
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import leaf_ms, replay_all
-from treegraft_lab.rounds import RoundInfo, RoundStart, StepContext, StepResult
+from treegraft_lab.rounds import RoundInfo, RoundStart, StepResult
+from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.policies import MaskPolicy, Policy, make_policy
 from treegraft_lab.tree import MID, SMALL, DraftTree
 from treegraft_lab.verify import TargetVerifier, accept_greedy, accept_sampling, warp

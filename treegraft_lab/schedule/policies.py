@@ -1,5 +1,5 @@
 """Scheduling policies: WHEN the mid drafter expands the tree. Each answers `decide(ctx) -> bool`
-for a `rounds.StepContext` (what a policy may look at before draft step k)."""
+for a `context.StepContext` (what a policy may look at before draft step k)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Protocol
 
 from treegraft_lab.config import DecodeConfig, parse_mask
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.rounds import StepContext
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
+from treegraft_lab.schedule.context import StepContext
 
 
 class Policy(Protocol):

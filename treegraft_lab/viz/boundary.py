@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from treegraft_lab.rounds import StepContext
+from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.viz.tree import COLORS
 
 PER_S = 1000.0  # g_psi is in tokens per ms
