@@ -1,4 +1,4 @@
-"""TreeGraftDecoder: the round loop. Read `_round` first: it is the whole method.
+"""TreeGraftDecoder: the round loop. Read `run_round` first: it is the whole method.
 
 Each round grows one shared draft tree for D steps. At every step the policy decides WHEN the
 mid drafter is called; a mid step chooses WHERE to graft (the candidate pool and its top-W
