@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=64)
     a = p.parse_args(argv)
 
-    from treegraft_lab import budget, costs
+    from treegraft_lab import budget, measure
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.models import load_pair
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             points[b] = acc / rounds
             print(f"{sched} budget {b}: A = {points[b]:.3f} ({rounds} rounds)", file=sys.stderr)
         fits[sched] = {"A": points, "fit": budget.fit_acceptance(points)}
-    prof = costs.for_pair(pair)
+    prof = measure.for_pair(pair)
     picks = {s: budget.choose_budget(prof, acceptance=f["fit"]) for s, f in fits.items()}
     print(json.dumps({"prompts": len(prompts), "max_new_tokens": a.max_new_tokens, "fits": fits,
                       "profile": prof.name, "cost_curve_ms": prof.target, "load": os.getloadavg()[0],

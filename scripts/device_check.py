@@ -333,14 +333,14 @@ def step_hf(dev: torch.device) -> dict:
 
 
 def step_costs(dev: torch.device) -> dict:
-    """This device's profile of the tiny Llama pair (`costs.measure`, every forward synchronised),
+    """This device's profile of the tiny Llama pair (`measure.measure`, every forward synchronised),
     and a decode that reads it (`clock=` the measured profile, value pruning)."""
-    from treegraft_lab import costs
+    from treegraft_lab import measure
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
 
     pair = load("llama", dev)
-    prof = costs.measure(pair, progress=False, repeats=1 if dev.type == "cpu" else 3)
+    prof = measure.measure(pair, progress=False, repeats=1 if dev.type == "cpu" else 3)
     ids = prompt_ids(pair, 50)
     gen = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=prof, prune="value")).generate(ids, max_new_tokens=12)
     out = {"name": prof.name, "target_ms_1": prof.target_ms(1), "target_ms_64": prof.target_ms(64),

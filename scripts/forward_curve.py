@@ -79,7 +79,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from treegraft_lab import cpu_path
-    from treegraft_lab.costs import forward_ms as forward_cost_ms
+    from treegraft_lab.measure import forward_ms as forward_cost_ms
     from treegraft_lab.models import cpu_name, load_pair
 
     if args.threads:

@@ -7,11 +7,11 @@ import math
 
 import pandas as pd
 import pytest
-from tiny import tiny_pair
 
 from treegraft_lab import bench, budget
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
+from treegraft_lab.tiny import tiny_pair
 
 PROMPTS = [
     {"question_id": "q1", "category": "code", "turns": [" ".join(f"w{j % 5}" for j in range(24))]},

@@ -214,7 +214,7 @@ WORDS = {"01_step_through.ipynb", "02_tree_growth_animation.ipynb", "06_schedule
 def lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1 with a random token and temp dirs, serving copies of the notebooks."""
     ensure_chromium()
-    from treegraft_lab.costs import cache_dir as profile_cache
+    from treegraft_lab.profile_cache import cache_dir as profile_cache
     from treegraft_lab.zoo.target import cache_dir
 
     runs = Path(os.environ.get("BROWSER_RUNS_DIR") or shared_runs_dir(tmp_path_factory))  # recorded runs to reuse

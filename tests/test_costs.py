@@ -8,13 +8,13 @@ import sys
 import time
 
 import pytest
-from tiny import tiny_pair
 
-from treegraft_lab import cli, costs
+from treegraft_lab import cli, costs, measure
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
+from treegraft_lab.tiny import tiny_pair
 
 IDS = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3]
 
@@ -22,7 +22,6 @@ IDS = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3]
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TREEGRAFT_PROFILE_CACHE", str(tmp_path / "profiles"))
-    monkeypatch.setattr(costs, "_MEMO", {})
     return tmp_path / "profiles"
 
 
@@ -51,15 +50,15 @@ def test_the_paper_profile_loads_by_name_and_a_bad_file_says_what_to_do(tmp_path
 
 def test_the_device_profile_is_measured_once_and_then_read_from_disk(cache, monkeypatch):
     pair = tiny_pair("llama")
-    first = costs.for_pair(pair, progress=False)
-    assert list(cache.glob("*.json")) == [costs.cached_path(pair)]
-    assert set(first.target) == set(costs.TARGET_SIZES) and set(first.mid) == set(costs.MID_SIZES)
+    first = measure.for_pair(pair, progress=False)
+    assert list(cache.glob("*.json")) == [measure.cached_path(pair)]
+    assert set(first.target) == set(measure.TARGET_SIZES) and set(first.mid) == set(measure.MID_SIZES)
     values = sorted(first.target.items())
     assert all(a[1] <= b[1] for a, b in zip(values, values[1:]))  # a longer forward never costs less
-    monkeypatch.setattr(costs, "_MEMO", {})
-    monkeypatch.setattr(costs, "measure", lambda *a, **k: pytest.fail("measured again instead of reading the cache"))
+    measure._read.cache_clear()
+    monkeypatch.setattr(measure, "measure", lambda *a, **k: pytest.fail("measured again instead of reading the cache"))
     t = time.perf_counter()
-    again = costs.for_pair(pair)
+    again = measure.for_pair(pair)
     assert time.perf_counter() - t < 1.0 and again == first
 
 
@@ -144,7 +143,7 @@ def test_a_modelled_run_is_lossless_and_priced_from_its_rounds_sizes():
 
 def test_the_online_path_imports_no_training_code():
     code = ("import sys, treegraft_lab.decoder, treegraft_lab.schedule.adaptive, treegraft_lab.replay; "
-            "bad = [m for m in sys.modules if m.startswith(('treegraft_lab.schedule.collect', "
-            "'treegraft_lab.schedule.distill', 'treegraft_lab.schedule.value', 'sklearn', 'pandas'))]; print(bad)")
+            "bad = [m for m in sys.modules if m.startswith(('treegraft_lab.training.collect', "
+            "'treegraft_lab.training.distill', 'treegraft_lab.training.value', 'sklearn', 'pandas'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

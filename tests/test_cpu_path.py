@@ -10,8 +10,8 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-from tests.tiny import tiny_model
 from treegraft_lab import cpu_path, kv, models
+from treegraft_lab.tiny import tiny_model
 
 
 def tree_mask(n: int, past: int, seed: int = 0) -> torch.Tensor:

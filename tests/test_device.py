@@ -12,11 +12,11 @@ import os
 
 import pytest
 import torch
-from tiny import tiny_pair
 
-from treegraft_lab import costs
+from treegraft_lab import measure
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.tiny import tiny_pair
 
 DEVICE = torch.device(os.environ.get("TREEGRAFT_TEST_DEVICE", "cpu"))
 IDS = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3]
@@ -46,7 +46,7 @@ def test_tree_decoding_on_the_device_equals_greedy_decoding(pair, schedule):
 
 def test_the_device_profile_is_measured_on_the_device(pair, tmp_path, monkeypatch):
     monkeypatch.setenv("TREEGRAFT_PROFILE_CACHE", str(tmp_path))
-    prof = costs.measure(pair, progress=False, repeats=1)
+    prof = measure.measure(pair, progress=False, repeats=1)
     assert prof.key["device"].startswith(DEVICE.type) and prof.target_ms(64) > 0 and prof.mid_ms(100) > 0
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=prof, prune="value"))
     gen = dec.generate(IDS, max_new_tokens=12)

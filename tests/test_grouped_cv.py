@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from treegraft_lab import grouped_cv, workbench
-from treegraft_lab.schedule.value import Scaler, group_folds
+from treegraft_lab import workbench
+from treegraft_lab.training import grouped_cv
+from treegraft_lab.training.value import Scaler, group_folds
 
 
 def test_grouped_folds_keep_every_prompt_on_one_side_of_each_split():

@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from tests.tiny import tiny_pair
 from treegraft_lab import graft, kv
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
+from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.tree import MID, SMALL, DraftTree
 
 L5 = math.log(0.5)
@@ -49,7 +49,8 @@ def test_a_mid_step_gives_each_reselected_parent_its_own_top_k_children():
     tree = DraftTree.start(dec.root)
     a, _ = tree.add_child(0, 11, L5, SMALL, 1, 1)
     b, _ = tree.add_child(0, 12, L5, SMALL, 1, 1)
-    pool, frontier, new, chain, fwd, _ = dec.draft_step(tree, 2, True, [a, b], [0])
+    s = dec.draft_step(tree, 2, True, [a, b], [0])
+    pool, frontier, new, chain, fwd = s.pool, s.frontier, s.new, s.chain, s.forwarded
     assert pool == [0, a, b] and sorted(fwd) == [0, a, b] and chain == []
     assert sorted(frontier) == [0, a, b]  # W = 3: the whole pool
     for f in frontier:
@@ -80,7 +81,8 @@ def test_the_global_rule_adds_at_most_w_children_per_step():
     tree = DraftTree.start(dec.root)
     a, _ = tree.add_child(0, 11, L5, SMALL, 1, 1)
     b, _ = tree.add_child(0, 12, L5, SMALL, 1, 1)
-    _, frontier, new, _, _, _ = dec.draft_step(tree, 2, True, [a, b], [0])
+    s = dec.draft_step(tree, 2, True, [a, b], [0])
+    frontier, new = s.frontier, s.new
     assert len(frontier) == 3 and len(new) == 3
 
 
@@ -114,7 +116,7 @@ def test_a_mid_step_forwards_only_what_it_has_not_scored():
         cache.append(kv.cache_len(dec.mid.cache))
 
     with dec.hooks([("step.expand", seen)]):
-        dec._round(dec.policy, commit=False)
+        dec.run_round(commit=False)
     flat = [v for f in forwarded for v in f]
     assert len(flat) == len(set(flat)) > 100  # every node at most once a round, big trees
     assert [b - a for a, b in zip(cache, cache[1:])] == [len(f) for f in forwarded]  # one forward of just those
@@ -128,7 +130,8 @@ def test_ngram_chains_shrink_by_one_token_per_step():
     dec.root = 10
     for k in range(1, 6):
         tree = DraftTree.start(10)
-        _, frontier, new, chain, _, _ = dec.draft_step(tree, k, False, [0], [])
+        s = dec.draft_step(tree, k, False, [0], [])
+        frontier, new, chain = s.frontier, s.new, s.chain
         assert frontier == [0] and len(new) == 1
         want = max(1, 5 - (k - 1))
         assert max(tree.depth) == want and len(chain) == want - 1
@@ -165,7 +168,7 @@ def test_the_drafting_cap_keeps_the_best_proposals():
     assert len(tree) == 6 and sum(tree.alive) == 6
     best = torch.topk(dec.mid.logq([0])[0], 5).indices.tolist()
     assert [tree.tokens[v] for v in range(1, 6)] == best
-    _, _, new, _, _, _ = dec.draft_step(tree, 2, True, [1, 2, 3, 4, 5], [0])
+    new = dec.draft_step(tree, 2, True, [1, 2, 3, 4, 5], [0]).new
     assert len(tree) == 6 and set(new) <= set(range(1, 6))  # full: only existing children are reused
 
 
@@ -200,14 +203,14 @@ def test_a_cached_run_recorded_before_the_growth_options_is_recorded_again(tmp_p
     monkeypatch.setenv("TREEGRAFT_RUNS_DIR", str(tmp_path))
     monkeypatch.delenv("SMOKE", raising=False)
     monkeypatch.delenv("RERECORD", raising=False)
-    old = wb.synthetic_run(rounds=1)
+    old = wb.tiny_run(rounds=1)
     old.runs["config"] = ['{"depth": 5, "width": 10, "schedule": "10101"}']  # a run from before
     old.save(tmp_path / "x")
     calls = []
 
     def rec():
         calls.append(1)
-        return wb.synthetic_run(rounds=1, growth="release")
+        return wb.tiny_run(rounds=1)
 
     assert '"expansion"' in wb.cached_run("x", rec).runs["config"][0] and calls == [1]
     wb.cached_run("x", rec)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tiny import tiny_pair
 from treegraft_lab import hooks as hooks_module
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import HOOK_POINTS, load_run, record
+from treegraft_lab.tiny import tiny_pair
 
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
 

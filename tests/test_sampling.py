@@ -14,10 +14,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from tests.tiny import tiny_pair
 from treegraft_lab import decoder as decoder_module
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.verify import accept_sampling
 
 VOCAB, PROMPT, RUNS = 4, [0, 1, 2, 3, 0, 1, 2, 3, 0, 1], 1500

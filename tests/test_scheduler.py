@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 import torch
 
-from tests.tiny import tiny_model, tiny_pair
 from treegraft_lab import cli, kv
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
@@ -21,8 +20,12 @@ from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.replay import replay_all
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
-from treegraft_lab.schedule.collect import apply_costs, state_rows
-from treegraft_lab.schedule.distill import (
+from treegraft_lab.schedule.context import StepContext
+from treegraft_lab.schedule.policies import MaskPolicy
+from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
+from treegraft_lab.tiny import tiny_model, tiny_pair
+from treegraft_lab.training.collect import apply_costs, state_rows
+from treegraft_lab.training.distill import (
     Student,
     canonical_states,
     choose_offset,
@@ -34,9 +37,7 @@ from treegraft_lab.schedule.distill import (
     student_net,
     throughput,
 )
-from treegraft_lab.schedule.policies import MaskPolicy, StepContext
-from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
-from treegraft_lab.schedule.value import Scaler, group_folds, input_names, student_inputs
+from treegraft_lab.training.value import Scaler, group_folds, input_names, student_inputs
 from treegraft_lab.tree import SMALL, DraftTree
 
 L5, L25 = math.log(0.5), math.log(0.25)
@@ -120,7 +121,7 @@ def test_the_prefix_sharing_replay_matches_every_decoder_round():
     assert [lf["accepted"] for lf in shared] == [lf["accepted"] for lf in leaves]
     by = {lf["schedule"]: lf for lf in leaves}
     for bits in itertools.product((0, 1), repeat=5):
-        info, _ = dec._round(MaskPolicy(bits), commit=False)
+        info, _ = dec.run_round(MaskPolicy(bits), commit=False)
         lf = by["".join(map(str, bits))]
         assert (info.accepted, info.nodes, info.kept + 1) == (lf["accepted"], lf["nodes"], lf["kept"])
         assert lf["n_mid"] == sum(bits) and lf["n_small"] == 5 - sum(bits)
@@ -284,7 +285,8 @@ def test_online_features_match_the_training_features(tmp_path):
     make_artifact(tmp_path)
     pol = AdaptivePolicy(artifact.load(tmp_path))
     t = hand_tree()
-    ctx = StepContext(3, 5, [1, 0], t, [3, 4], [1, 2], 42, 30.0, 12.0, 2, 5)
+    ctx = StepContext(k=3, depth=5, history=[1, 0], tree=t, frontier=[3, 4], expanded_last=[1, 2], prompt_len=42,
+                      t_tgt_ms=30.0, t_mid_ms=12.0, width=2, ngram_max=5)
     sig = ctx.signals()
     row = pd.DataFrame([{"k": 3, "prompt_len": 42, "t_tgt_ms": 30.0, "t_mid_ms": 12.0, "s1": 1, "s2": 0, "s3": 1, "s4": 1,
                          "s5": 0, **{f"sig_{s}": v for s, v in sig.items()}}])

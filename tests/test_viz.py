@@ -21,19 +21,21 @@ from treegraft_lab.viz.tree import (
     tidy_layout,
     tree_figure,
 )
-from treegraft_lab.workbench import synthetic_run
+from treegraft_lab.workbench import tiny_run
+
+COMPACT = {"expansion": "global", "ngram_chain": False, "lookback": None, "width": 24}  # wide, few children per parent
 
 
 @pytest.fixture(scope="module")
 def run63():
     """Three rounds at the paper's budget of 63 with generous trees (more nodes than the budget)."""
-    return synthetic_run(rounds=3, budget=63, seed=1)
+    return tiny_run(rounds=3, budget=63, seed=1, **COMPACT)
 
 
 @pytest.fixture(scope="module")
 def run_release():
     """Trees grown by the release's rule: mid steps add 10 children to each of 10 parents."""
-    return synthetic_run(rounds=2, budget=63, seed=1, growth="release")
+    return tiny_run(rounds=2, budget=63, seed=1)
 
 
 def label_boxes(fig):
@@ -60,7 +62,8 @@ def test_labels_never_overlap_at_budget_63(run63, step):
     for rd in range(3):
         fig = tree_figure(run63, rd, step)
         boxes = label_boxes(fig)
-        assert len(boxes) >= 0.25 * len(run63.tree_at(rd, step)), "many nodes should keep a label"
+        drawn = sum(len(tr.x) for tr in fig.data if tr.mode and "markers" in tr.mode and tr.x and tr.x[0] is not None)
+        assert len(boxes) >= 0.25 * drawn, "many drawn nodes should keep a label (wide sibling rows are folded)"
         plot_w = fig.layout.width - MARGIN["l"] - MARGIN["r"]
         assert all(0 <= lo and hi <= plot_w for _, lo, hi, _ in boxes), "a label would be clipped at the edge"
         rows: dict = {}
@@ -102,7 +105,7 @@ def test_accepted_path_and_pruned_nodes_are_marked(run63):
 
 
 def test_dead_nodes_are_crossed_without_nd():
-    run = synthetic_run(rounds=1, budget=24, non_destructive=False, seed=3)
+    run = tiny_run(rounds=1, budget=24, non_destructive=False, seed=3)
     dead = int((~run.tree_at(0)["alive"]).sum())
     assert dead > 0
     fig = tree_figure(run, 0, max_children=None)
@@ -138,12 +141,12 @@ def test_growth_animation_has_one_frame_per_step_then_verify(run63):
 
 
 def test_a_step_tree_differs_from_the_next(run63):
-    a, b = tree_figure(run63, 0, 1), tree_figure(run63, 0, 2)
+    a, b = tree_figure(run63, 0, 2), tree_figure(run63, 0, 3)  # step 3 calls the mid drafter: it always grows
     assert sum(len(t.x) for t in a.data if t.x) < sum(len(t.x) for t in b.data if t.x)
 
 
 def test_summary_plots_have_labelled_axes(run63):
-    other = synthetic_run(rounds=3, schedule="11000", seed=2)
+    other = tiny_run(rounds=3, schedule="11000", seed=2, **COMPACT)
     figs = [stats.acceptance_by_depth({"10101": run63, "11000": other}), stats.graft_depth_hist(run63),
             stats.decisions_by_step({"10101": run63, "11000": other}),
             stats.signal_heatmap(stats.signal_correlations(run63))]
@@ -161,7 +164,7 @@ def test_graft_depths_find_earlier_reselections(run63):
 
 
 def test_graft_statistics_have_one_definition_for_table_figure_and_categories(run63):
-    run = synthetic_run(rounds=6, budget=63, seed=4)
+    run = tiny_run(rounds=6, budget=63, seed=4)
     s = stats.graft_summary(run, by_category=True)
     depths = stats.graft_depths(run)
     later = depths[depths["step"] > 1]
@@ -210,7 +213,7 @@ def test_a_100_node_step_folds_siblings_and_stays_legible(run_release):
             row = sorted((lo, hi) for yy, lo, hi, _ in boxes if yy == y)
             assert all(h1 <= l2 for (_, h1), (l2, _) in zip(row, row[1:]))
     everything = tree_figure(run_release, 0, max_children=None)  # every node on request
-    assert sum(len(tr.x) for tr in everything.data if tr.name in DRAFTER_LABELS.values() and tr.x[0] is not None) \
+    assert sum(len(tr.x) for tr in everything.data if tr.name in DRAFTER_LABELS.values() and tr.x and tr.x[0] is not None) \
         == len(run_release.tree_at(0))
 
 
@@ -240,8 +243,8 @@ def test_the_growth_animation_folds_every_frame_alike(run_release):
 
 
 def test_the_reselected_share_from_steps_equals_the_one_from_nodes():
-    from tests.tiny import tiny_pair
     from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+    from treegraft_lab.tiny import tiny_pair
 
     pair = tiny_pair("llama", vocab=64, scale=4.0)
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))  # the release's growth: chains, windows

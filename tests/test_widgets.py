@@ -23,7 +23,7 @@ from treegraft_lab.widgets import (
     profile_name,
     round_pieces,
 )
-from treegraft_lab.workbench import accepted_spans, round_context, synthetic_run
+from treegraft_lab.workbench import accepted_spans, round_context, tiny_run
 
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
 
@@ -89,7 +89,7 @@ def test_round_pieces_rebuild_the_output_text_without_a_tokenizer(tiny):
 
 
 def test_viewer_redraws_the_figure_when_the_step_or_round_moves():
-    run = synthetic_run(rounds=3)
+    run = tiny_run(rounds=3)
     v = StepThroughViewer(run)
     first = v.figure
     n_points = sum(len(t.x) for t in first.data if t.x)
@@ -185,14 +185,14 @@ def test_adaptive_is_offered_only_when_a_scheduler_is_trained_for_the_chosen_pro
 
 
 def test_playground_without_a_pair_is_view_only():
-    pg = SchedulePlayground(None, synthetic_run(rounds=2), round=1)
+    pg = SchedulePlayground(None, tiny_run(rounds=2), round=1)
     assert pg.button.disabled and "No model pair" in pg.status.value
 
 
 def test_info_line_gives_the_reselected_share_as_a_percentage_and_a_dash_where_it_does_not_apply():
     from treegraft_lab.widgets import info_html
 
-    run = synthetic_run(rounds=2)
+    run = tiny_run(rounds=2)
     assert "earlier depth: —" in info_html(run, 0, 1)  # step 1: the only candidate is the root
     assert "earlier depth: —" in info_html(run, 0, 2)  # a small step
     share = run.steps[(run.steps["round"] == 0) & (run.steps["step"] == 3)]["reselected_earlier"].iloc[0]
@@ -200,7 +200,7 @@ def test_info_line_gives_the_reselected_share_as_a_percentage_and_a_dash_where_i
 
 
 def test_pruned_switch_acts_only_on_the_verified_tree():
-    v = StepThroughViewer(synthetic_run(rounds=2))
+    v = StepThroughViewer(tiny_run(rounds=2))
     assert v.pruned.disabled
     v.step.value = VERIFY
     assert not v.pruned.disabled
@@ -232,7 +232,7 @@ def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny, tmp_pa
 
 
 def test_a_round_change_arriving_while_the_viewer_redraws_is_drawn_not_dropped():
-    run = synthetic_run(rounds=3)
+    run = tiny_run(rounds=3)
     v = StepThroughViewer(run)
     v._busy = True  # as if a redraw were running when the kernel delivers the next change
     v.round.value = 2
@@ -283,12 +283,12 @@ def test_the_table_has_a_plain_decoding_row_and_measured_columns_from_repeats_wi
 
 
 def test_the_profile_is_named_by_device_dtype_and_date_never_by_its_hash(tiny):
-    from treegraft_lab import costs
+    from treegraft_lab import measure
 
     pair, run, _ = tiny
     pg = SchedulePlayground(pair, run, round=1, repeats=1)
     df = pg.replay()
-    here = costs.for_pair(pair)
+    here = measure.for_pair(pair)
     words = profile_name(here)
     assert "float32" in words and "thread" in words and "measured 20" in words and here.name not in words
     assert df.attrs["modelled_on"] == words and here.name not in pg.table.value and here.name not in pg.adaptive.value

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from treegraft_lab import kv
+from treegraft_lab import kv, measure
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import Generation, TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
@@ -80,7 +80,7 @@ class CascadeDecoder(TreeGraftDecoder):
             v, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
         chain = tree.path(v)
         self._draft_ms += self.profile.mid_ms(self.mid_backlog() + len(chain))
-        (_, mid_s), calls = self._timed(self.mid.score, tree, chain), 1
+        (_, mid_s), calls = self.timed(self.mid.score, tree, chain), 1
         cut = 0  # the mid drafter keeps the chain up to its first disagreement ...
         for u in chain[1:]:
             if tree.tokens[u] != self.mid.top1(tree.parent[u])[0]:
@@ -91,9 +91,9 @@ class CascadeDecoder(TreeGraftDecoder):
             tree.kill_subtree(rest[0])
         v = cut
         while tree.depth[v] < cfg.depth:  # ... and overwrites the rest with its own greedy tokens
-            if v not in self.mid.row:
+            if not self.mid.scored(v):
                 self._draft_ms += self.profile.mid_ms(1)
-                (_, t), calls = self._timed(self.mid.score, tree, [v]), calls + 1
+                (_, t), calls = self.timed(self.mid.score, tree, [v]), calls + 1
                 mid_s += t
             tok, lq = self.mid.top1(v)
             v, _ = tree.add_child(v, tok, lq, MID, tree.depth[v] + 1)
@@ -108,10 +108,12 @@ def plain_token_s(pair, context_ids: list[int], tokens: int = 4) -> float:
     cache = kv.new_cache(model)
     x = torch.tensor([list(context_ids)], device=model.device)
     logits = model(input_ids=x, use_cache=True, logits_to_keep=1, **kv.forward_kwargs(model, cache)).logits
-    t0 = time.perf_counter()
-    for _ in range(tokens):
-        x = logits[:, -1:].argmax(-1)
-        logits = model(input_ids=x, use_cache=True, logits_to_keep=1, **kv.forward_kwargs(model, cache)).logits
-    if model.device.type == "cuda":
-        torch.cuda.synchronize(model.device)
-    return (time.perf_counter() - t0) / tokens
+
+    def steps(logits):
+        for _ in range(tokens):
+            x = logits[:, -1:].argmax(-1)
+            logits = model(input_ids=x, use_cache=True, logits_to_keep=1, **kv.forward_kwargs(model, cache)).logits
+        return logits
+
+    _, seconds = measure.timed(steps, logits, devices=measure.cuda_devices(model))
+    return seconds / tokens

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
 
 METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted", "small", "mid", "10101", "adaptive", "csd", "no-eg", "no-nd",
@@ -111,8 +112,9 @@ def _hf_runner(pair, assistant=None, stock: bool = False, **gen_kwargs) -> Runne
 
     from transformers import GenerationConfig
 
-    from treegraft_lab import cpu_path, kv
+    from treegraft_lab import cpu_path, kv, measure
 
+    devices = measure.cuda_devices(pair.target, assistant)  # every GPU the forwards use is waited for
     base = GenerationConfig.from_dict({**pair.target.generation_config.to_dict(), "do_sample": False,
                                        "temperature": None, "top_p": None, "top_k": None})
     extra = {} if assistant is None else {"assistant_model": assistant}
@@ -122,14 +124,11 @@ def _hf_runner(pair, assistant=None, stock: bool = False, **gen_kwargs) -> Runne
         gc = copy.deepcopy(base)
         gc.update(max_new_tokens=max_new_tokens, **gen_kwargs)
         x = torch.tensor([ids], device=pair.device)
-        _sync(pair.device)
         with cpu_path.disabled(pair.target) if stock else contextlib.nullcontext(), count_forwards(pair.target) as tgt, \
                 count_forwards(assistant) as mid:
             cache = {} if stock or assistant is not None else kv.forward_kwargs(pair.target, kv.new_cache(pair.target))
-            t = time.perf_counter()
-            out = pair.target.generate(x, attention_mask=torch.ones_like(x), generation_config=gc, **cache, **extra)
-        _sync(pair.device)
-        wall = time.perf_counter() - t
+            out, wall = measure.timed(lambda: pair.target.generate(x, attention_mask=torch.ones_like(x), generation_config=gc,
+                                                                   **cache, **extra), devices=devices)
         return {"token_ids": out[0, len(ids):].tolist(), "wall_s": wall, "target_calls": tgt, "mid_calls_n": mid,
                 "lookups": len(tgt) if "prompt_lookup_num_tokens" in gen_kwargs else 0}
 
@@ -178,8 +177,10 @@ def _decoder_runner(dec) -> Runner:
     return run
 
 
-def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", clock="wall") -> tuple[Runner, dict]:
-    """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget)."""
+def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
+                clock: str | DeviceProfile = "wall") -> tuple[Runner, dict]:
+    """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget);
+    `clock`: the resolved profile (or a name) the tree methods decide on."""
     from treegraft_lab.baselines import CascadeDecoder
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
@@ -203,11 +204,6 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", 
     raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
 
-def _sync(device) -> None:
-    if getattr(device, "type", "cpu") == "cuda":
-        torch.cuda.synchronize(device)
-
-
 # ---------------------------------------------------------------------------------- the run
 
 
@@ -223,7 +219,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     the modelled clocks price)."""
     from tqdm.auto import tqdm
 
-    from treegraft_lab import costs
+    from treegraft_lab import costs, measure
     from treegraft_lab.prompting import encode_prompt
 
     methods = list(dict.fromkeys(["ar", *methods]))  # ar is the reference: always run, always first
@@ -235,6 +231,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
     profiles = {p.name: p for p in (costs.load(x) for x in model_on)}
+    here = measure.resolve("wall", pair)  # this device's profile, resolved once for every wall-clock decoder
     keys = [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
     keys += [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
     runners, facts, skipped = {}, {}, {}
@@ -242,7 +239,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
         label = m if c == "wall" else f"{m}@{c}"
         try:
             rule = prune if c == "wall" else (prune_modelled or prune)
-            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, profiles.get(c, "wall"))
+            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, profiles.get(c, here))
             runners[(m, c)](encoded[0], min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
         except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
             if m == "ar":

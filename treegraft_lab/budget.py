@@ -22,6 +22,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+from scipy.optimize import least_squares
+
+from treegraft_lab.config import parse_mask
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.schedule import artifact
+from treegraft_lab.schedule.adaptive import artifact_folder
 from treegraft_lab.tree import MID
 
 # (a_max, half, power) fitted by scripts/calibrate_budget.py on the offline pair's final drafter,
@@ -37,21 +44,12 @@ def accepted(budget: float, a_max: float, half: float, power: float) -> float:
 
 
 def fit_acceptance(points: dict[int, float]) -> tuple[float, float, float]:
-    """Least-squares (a_max, half, power) of `accepted` to {budget: A} (A: bonus excluded).
-
-    half and power are searched on a grid (half 0.25 .. 32, power 0.3 .. 2); a_max is then
-    closed-form (the model is linear in it).
-    """
-    best = None
-    for i in range(1, 129):
-        for j in range(3, 21):
-            half, power = i / 4, j / 10
-            f = [accepted(x, 1.0, half, power) for x in points]
-            a = sum(y * fx for y, fx in zip(points.values(), f)) / sum(fx * fx for fx in f)
-            err = sum((y - a * fx) ** 2 for y, fx in zip(points.values(), f))
-            if best is None or err < best[0]:
-                best = (err, a, half, power)
-    return best[1], best[2], best[3]
+    """Least-squares (a_max, half, power) of `accepted` to {budget: A} (A: bonus excluded), by
+    scipy's bounded trust-region least squares from (the largest A, the middle budget, 1)."""
+    x, y = np.array(list(points), dtype=float), np.array(list(points.values()), dtype=float)
+    start = [max(float(y.max()), 1e-3), float(np.median(x)), 1.0]
+    fit = least_squares(lambda p: accepted(x, *p) - y, start, bounds=([0.0, 1e-3, 0.05], [np.inf, np.inf, 5.0]))
+    return tuple(float(v) for v in fit.x)
 
 
 def choose_budget(profile, fixed_ms: float = 0.0,
@@ -67,8 +65,6 @@ def choose_budget(profile, fixed_ms: float = 0.0,
 def expected_mid_calls(config, pair=None, profile=None) -> float:
     """Mid calls per round implied by the schedule: adaptive from its artifact's recorded call
     rate (when it can be read), oracle and policies half the steps."""
-    from treegraft_lab.config import parse_mask
-
     name = config.schedule_name
     if name == "small":
         return 0.0
@@ -84,10 +80,6 @@ def expected_mid_calls(config, pair=None, profile=None) -> float:
 
 def _adaptive_call_rate(config, pair, profile=None) -> float | None:
     """The share of steps at which the scheduler artifact called the mid drafter on its training data."""
-    from treegraft_lab.errors import TreeGraftError
-    from treegraft_lab.schedule import artifact
-    from treegraft_lab.schedule.adaptive import artifact_folder
-
     folder = artifact_folder(pair, config, profile)
     if folder is None:
         return None

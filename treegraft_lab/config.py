@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from treegraft_lab.errors import TreeGraftError
+
+if TYPE_CHECKING:  # the annotation only: `import treegraft_lab.config` stays free of numpy
+    from treegraft_lab.costs import DeviceProfile
 
 NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle")
 EXPANSIONS = ("per_parent", "global")
@@ -57,7 +60,8 @@ class DecodeConfig:
     object with `decide(ctx) -> bool`. call_budget: most mid calls per round (None = no cap).
     clock: the costs every time-weighing decision reads (the scheduler's inputs, value pruning,
     budget "auto", the oracle) and each round is priced with: "wall" (default) = this device's
-    measured profile, or a profile name ("a100-paper") or JSON file, or a `costs.DeviceProfile`.
+    measured profile (measured once by `measure.resolve` / `treegraft-lab profile`, then read from
+    its cache), or a profile name ("a100-paper") or JSON file, or a `costs.DeviceProfile`.
     Wall time is always measured and reported; with another profile the run is also reported
     "modelled on <profile>" (it still runs the real models and stays lossless).
     """
@@ -83,7 +87,7 @@ class DecodeConfig:
     call_budget: int | None = None
     seed: int | None = None
     scheduler_path: str | None = None
-    clock: Any = "wall"
+    clock: str | DeviceProfile = "wall"
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -1,4 +1,4 @@
-"""TreeGraftDecoder: the round loop. Read `_round` first: it is the whole method.
+"""TreeGraftDecoder: the round loop. Read `run_round` first: it is the whole method.
 
 Each round grows one shared draft tree for D steps. At every step the policy decides WHEN the
 mid drafter is called; a mid step chooses WHERE to graft (the candidate pool and its top-W
@@ -6,48 +6,41 @@ frontier, in graft.py) and the proposals are grafted HOW the config says (non-de
 not, graft.py). Then the tree is pruned to the verification budget, the target verifies it in
 one forward (verify.py), and the accepted tokens plus one bonus token are committed.
 
-Costs come from one `DeviceProfile` (costs.py): this device's measured one with `clock="wall"`,
-or a named or file profile. Every decision that weighs time (WHEN, value pruning, budget="auto",
-the oracle) reads the profile, never a live timing; each round is also priced from its exact
-sizes (`RoundInfo.modelled_ms`), reported beside the wall clock.
+Costs come from one `DeviceProfile` (costs.py), resolved before the decoder is made: the config's
+`clock` is a profile, a profile name or file, or "wall" for this device's profile as
+`measure.for_pair` cached it (the decoder only reads that cache; it never measures). Every
+decision that weighs time (WHEN, value pruning, budget="auto", the oracle) reads the profile,
+never a live timing; each round is also priced from its exact sizes (`RoundInfo.modelled_ms`),
+reported beside the wall clock.
+
+The round API other modules drive (replay, trajectory collection, the views): `round_start` /
+`restore` (a round start's snapshot), `run_round(policy, commit)`, `step_context` and
+`draft_step` (a `StepResult`), `prune` and `timed`.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from treegraft_lab import costs as cost_model
-from treegraft_lab import graft
+from treegraft_lab import graft, measure
+from treegraft_lab.budget import ValuePruner, auto_budget
 from treegraft_lab.config import DecodeConfig, parse_mask
+from treegraft_lab.costs import scheduler_costs
 from treegraft_lab.drafters import ModelDrafter, NgramDrafter
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.hooks import HookEvent, check_hooks
+from treegraft_lab.hooks import HookEvent, check_hooks, record
 from treegraft_lab.prompting import encode_prompt, eos_ids
-from treegraft_lab.schedule.policies import StepContext, make_policy
+from treegraft_lab.replay import leaf_ms, replay_all
+from treegraft_lab.rounds import RoundInfo, RoundStart, StepResult
+from treegraft_lab.schedule.context import StepContext
+from treegraft_lab.schedule.policies import MaskPolicy, Policy, make_policy
 from treegraft_lab.tree import MID, SMALL, DraftTree
 from treegraft_lab.verify import TargetVerifier, accept_greedy, accept_sampling, warp
-
-
-@dataclass
-class RoundInfo:
-    """What one round did. `accepted` counts draft tokens; the bonus token is not included."""
-
-    accepted: int
-    schedule: str
-    mid_calls: int
-    nodes: int
-    kept: int
-    draft_s: float
-    verify_s: float
-    forward_s: float
-    round_s: float
-    modelled_ms: float = math.nan  # the round priced by the decoder's profile (draft steps + verification)
 
 
 @dataclass
@@ -72,18 +65,17 @@ class TreeGraftDecoder:
     """A lossless tree speculative decoder with a small (n-gram) and a mid (LM) drafter."""
 
     def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
-        config = config or DecodeConfig()
-        if overrides:
-            config = DecodeConfig(**{**config.to_dict(), "schedule": config.schedule, "clock": config.clock, **overrides})
+        config = replace(config or DecodeConfig(), **overrides)
         self.pair, self.config = pair, config
         self.tokenizer = pair.tokenizer
         self.device = pair.target.device
         if self._needs_mid(config) and pair.mid is None:
             raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
-        # every cost the decoder decides on: measured once per machine (cached), never inside a run
-        self.profile = cost_model.resolve(config.clock, pair)
-        self.budget = config.budget if config.budget != "auto" else self._auto_budget()
-        t_tgt, t_mid = cost_model.scheduler_costs(self.profile, config, self.budget)
+        # every cost the decoder decides on, looked up (a measured profile is read from its cache)
+        self.profile = measure.resolve(config.clock, pair, allow_measure=False)
+        self.cuda = measure.cuda_devices(pair.target, pair.mid)  # synchronised around every timing
+        self.budget = config.budget if config.budget != "auto" else auto_budget(pair, config, self.profile)
+        t_tgt, t_mid = scheduler_costs(self.profile, config, self.budget)
         self.costs = {"t_tgt_ms": t_tgt, "t_mid_ms": t_mid}  # the scheduler's T_tgt / T_mid inputs
         self.policy = make_policy(config, pair, self.profile)
         self.pruner = None  # budget.ValuePruner with prune="value", made per run in start()
@@ -146,29 +138,37 @@ class TreeGraftDecoder:
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self._oracle = {"tokens": 0, "ms": 0.0}  # the oracle schedule's running totals (modelled)
         if cfg.prune == "value":
-            from treegraft_lab.budget import ValuePruner
-
             self.pruner = ValuePruner(self.profile)
 
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+    def timed(self, fn, *args):
+        """`fn(*args)` and its wall seconds, with every CUDA device of the pair synchronised."""
+        return measure.timed(fn, *args, devices=self.cuda)
 
-    def _timed(self, fn, *args):
-        self._sync()
-        t = time.perf_counter()
-        out = fn(*args)
-        self._sync()
-        return out, time.perf_counter() - t
+    # ---- the round start ----------------------------------------------------------------------------
+    def round_start(self) -> RoundStart:
+        """A snapshot of this round start (between rounds, or between draft steps of a replay)."""
+        return RoundStart(self.mid.snapshot() if self.mid is not None else None, self._prompt_backlog)
 
-    def _auto_budget(self) -> int:
-        from treegraft_lab.budget import auto_budget
+    def restore(self, start: RoundStart) -> None:
+        """Go back to `start` (`round_start`): the mid drafter's round state and its backlog."""
+        if self.mid is not None:
+            self.mid.restore(start.mid)
+        self._prompt_backlog = start.prompt_backlog
 
-        return auto_budget(self.pair, self.config, self.profile)
+    def step_context(self, k: int, history: list[int], tree: DraftTree, last_new: list[int],
+                     expanded: list[int]) -> StepContext:
+        """What a policy sees before draft step k of the round drafting `tree`."""
+        cfg = self.config
+        return StepContext(k=k, depth=cfg.depth, history=list(history), tree=tree, frontier=last_new,
+                           expanded_last=expanded, prompt_len=self.prompt_len, t_tgt_ms=self.costs["t_tgt_ms"],
+                           t_mid_ms=self.costs["t_mid_ms"], width=cfg.width, ngram_max=cfg.ngram_max,
+                           index=self.small.index, lookback=cfg.lookback)
 
     # ---- one round --------------------------------------------------------------------------------
-    def _round(self, policy, commit: bool = True) -> tuple[RoundInfo, list[int]]:
-        """Draft D steps, prune, verify, accept. Returns (info, emitted tokens)."""
+    def run_round(self, policy: Policy | None = None, commit: bool = True) -> tuple[RoundInfo, list[int]]:
+        """One round under `policy` (default: the config's): draft D steps, prune, verify, accept.
+        Returns (info, emitted tokens); with `commit=False` nothing is committed (a replay)."""
+        policy = policy or self.policy
         t0 = time.perf_counter()
         self._draft_ms = 0.0
         self._emit("round.start", root=self.root, committed=len(self.ids))
@@ -189,21 +189,20 @@ class TreeGraftDecoder:
         tree = DraftTree.start(self.root)
         last_new, expanded, history, mid_s = [0], [], [], 0.0
         for k in range(1, cfg.depth + 1):
-            ctx = StepContext(k, cfg.depth, list(history), tree, last_new, expanded, self.prompt_len,
-                              self.costs["t_tgt_ms"], self.costs["t_mid_ms"], cfg.width, cfg.ngram_max,
-                              self.small.index, cfg.lookback)
+            ctx = self.step_context(k, history, tree, last_new, expanded)
             call = self._when(policy, ctx)                                      # WHEN
             self._emit("step.decide", k, tree, call_mid=call, ctx=ctx, policy=policy)
-            pool, frontier, new, chain, fwd, t = self.draft_step(tree, k, call, last_new, expanded)  # WHERE + HOW
-            mid_s += t
-            self._emit("step.expand", k, tree, call_mid=call, pool=pool, frontier=frontier, new=new, chain=chain,
-                       last_new=last_new, forwarded=fwd)
-            expanded, last_new = frontier, new
+            step = self.draft_step(tree, k, call, last_new, expanded)           # WHERE + HOW
+            mid_s += step.mid_s
+            self._emit("step.expand", k, tree, call_mid=call, pool=step.pool, frontier=step.frontier, new=step.new,
+                       chain=step.chain, last_new=last_new, forwarded=step.forwarded)
+            expanded, last_new = step.frontier, step.new
             history.append(int(call))
         return tree, "".join(map(str, history)), sum(history), mid_s
 
-    def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int], expanded: list[int] = ()):
-        """Draft step k. Returns (pool, frontier, new, chain, nodes the mid forwarded, mid seconds).
+    def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int],
+                   expanded: list[int] = ()) -> StepResult:
+        """Draft step k of the round growing `tree`: its `StepResult`.
 
         WHERE: a mid step takes its frontier from the candidate pool (EG: the depth window above the
         deepest node of N_k = `last_new`, or every node it has not scored) after scoring what it has
@@ -220,7 +219,7 @@ class TreeGraftDecoder:
             fwd = graft.to_forward(tree, pool)
             self._draft_ms += self.profile.mid_ms(self.mid_backlog() + len(fwd)) if fwd else self.profile.small_ms
             if fwd:
-                _, t = self._timed(self.mid.score, tree, fwd)
+                _, t = self.timed(self.mid.score, tree, fwd)
                 self._prompt_backlog = 0
             frontier = graft.top_by_score(tree, pool, cfg.width)
             proposals = self.mid.propose(tree, frontier, cfg.width, children)
@@ -232,7 +231,7 @@ class TreeGraftDecoder:
         n0 = len(tree)
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
         landed = set(new)
-        return pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t
+        return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t)
 
     def mid_backlog(self) -> int:
         """Committed tokens the mid drafter has not forwarded yet and its next call forwards too
@@ -245,7 +244,7 @@ class TreeGraftDecoder:
         """One target forward over the kept tree, lossless acceptance, then commit (or roll back)."""
         cfg, t1 = self.config, time.perf_counter()
         modelled_ms = self._draft_ms + self.profile.target_ms(len(kept))  # this round, priced by the profile
-        logits, t_fwd = self._timed(self.target.forward_tree, tree, kept)
+        logits, t_fwd = self.timed(self.target.forward_tree, tree, kept)
         if cfg.greedy:
             path, bonus = accept_greedy(tree, kept, logits)
         else:
@@ -291,9 +290,6 @@ class TreeGraftDecoder:
         first round takes the best ratio. The winner is then drafted and verified for real.
         Otherwise (sampling, or no mid drafter) every schedule is run as a full round.
         """
-        from treegraft_lab.replay import leaf_ms, replay_all
-        from treegraft_lab.schedule.policies import MaskPolicy
-
         if not (self.config.greedy and self.mid is not None):
             return self._oracle_full_rounds()
         _, leaves, _ = replay_all(self, shared_verify=True, timed=0)
@@ -304,26 +300,24 @@ class TreeGraftDecoder:
             return ((lf["accepted"] + 1) / t if lam is None else lf["accepted"] + 1 - lam * t), -lf["n_mid"]
 
         best = max(leaves, key=value)
-        info, emitted = self._round(MaskPolicy(tuple(int(c) for c in best["schedule"])))
+        info, emitted = self.run_round(MaskPolicy(tuple(int(c) for c in best["schedule"])))
         self._oracle["tokens"] += info.accepted + 1
         self._oracle["ms"] += info.modelled_ms
         return info, emitted
 
     def _oracle_full_rounds(self) -> tuple[RoundInfo, list[int]]:
         """The oracle by brute force: 2^D full rounds (draft, verify, roll back), then the best."""
-        from treegraft_lab.schedule.policies import MaskPolicy
-
         best = None
         self.replaying = True
         try:
             for bits in itertools.product((0, 1), repeat=self.config.depth):
-                info, _ = self._round(MaskPolicy(bits), commit=False)
+                info, _ = self.run_round(MaskPolicy(bits), commit=False)
                 eta = (info.accepted + 1) / info.modelled_ms
                 if best is None or eta > best[0]:
                     best = (eta, bits)
         finally:
             self.replaying = False
-        return self._round(MaskPolicy(best[1]))
+        return self.run_round(MaskPolicy(best[1]))
 
     # ---- generation -------------------------------------------------------------------------------
     def generate(self, prompt, max_new_tokens: int = 256) -> Generation:
@@ -348,7 +342,7 @@ class TreeGraftDecoder:
         rounds: list[RoundInfo] = []
         oracle = self.config.schedule == "oracle"
         while len(out) < max_new_tokens:
-            info, emitted = self._oracle_round() if oracle else self._round(self.policy)
+            info, emitted = self._oracle_round() if oracle else self.run_round()
             rounds.append(info)
             self.round_idx += 1
             hit = next((i for i, t in enumerate(emitted) if t in stop), None)
@@ -395,17 +389,16 @@ def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len:
     """Run ONE round from the state "`context_ids` committed" with `config`; nothing else changes.
 
     Returns (RoundInfo, Run) where the Run holds the recorded round (tables as in hooks.Recorder).
-    The schedule playground and the scheduler's analysis use it to compare settings on one state.
+    The schedule playground and the scheduler's analysis use it to compare settings on one state;
+    pass the profile resolved (`config.clock` a DeviceProfile or a name): nothing is measured here.
     """
-    from treegraft_lab.hooks import record
-
     dec = TreeGraftDecoder(pair, config)
     with record(dec) as rec:
         dec.start(list(context_ids))
         if prompt_len is not None:
             dec.prompt_len = prompt_len
         dec._emit("run.start", prompt_ids=list(context_ids))
-        info, emitted = dec._oracle_round() if config.schedule == "oracle" else dec._round(dec.policy)
+        info, emitted = dec._oracle_round() if config.schedule == "oracle" else dec.run_round()
         gen = Generation(emitted, dec.tokenizer.decode(emitted), [info], TreeGraftDecoder._stats(emitted, [info], info.round_s, 0.0))
         dec._emit("run.end", prompt_ids=list(context_ids), generation=gen)
     return info, rec.to_run()

@@ -192,6 +192,20 @@ class ModelDrafter:
         self.row: dict[int, tuple[int, int]] = {}  # node id -> (block, row) in self.rows
         self.rows: list[torch.Tensor] = []  # one block per call: log q(. | path to node), float32 [n, columns]
 
+    def snapshot(self) -> tuple:
+        """This round's state so far (scored rows and slots, cache length), for `restore`."""
+        return self.flushed, dict(self.slot), dict(self.row), list(self.rows), kv.cache_len(self.cache)
+
+    def restore(self, state: tuple) -> None:
+        """Go back to a `snapshot` of this round (the cache is cut back to its length then)."""
+        self.flushed, slot, row, rows, length = state
+        self.slot, self.row, self.rows = dict(slot), dict(row), list(rows)
+        kv.truncate(self.cache, length)
+
+    def scored(self, node: int) -> bool:
+        """Whether this round has scored `node` (its row of log q is known)."""
+        return node in self.row
+
     def rollback(self) -> None:
         """Forget this round (replays): drop the round's cache entries, keep pending."""
         kv.truncate(self.cache, self.cached)

@@ -1,5 +1,7 @@
-"""Where the project's data lives (the repository's `data/` folder for an editable install)."""
+"""Where the project's data lives (the repository's `data/` folder for an editable install) and
+where it caches what it fetches or measures (`cache_root`)."""
 
+import os
 from pathlib import Path
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -9,3 +11,12 @@ MODELS_DIR = DATA_DIR / "models"
 SCHEDULER_DIR = DATA_DIR / "scheduler"
 TRAJECTORIES_DIR = DATA_DIR / "trajectories"
 RUNS_DIR = DATA_DIR / "runs"
+
+
+def cache_root() -> Path:
+    """`$TREEGRAFT_LAB_CACHE`, else `$XDG_CACHE_HOME/treegraft_lab` (default `~/.cache/treegraft_lab`):
+    the converted target, the drafter's training corpus and the measured device profiles."""
+    env = os.environ.get("TREEGRAFT_LAB_CACHE")
+    if env:
+        return Path(env).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "treegraft_lab"

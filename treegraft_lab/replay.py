@@ -19,32 +19,22 @@ import random
 
 import torch
 
-from treegraft_lab import kv
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.schedule.policies import StepContext
+from treegraft_lab.rounds import StepResult
 from treegraft_lab.tree import SMALL, DraftTree
 from treegraft_lab.verify import accept_greedy
 
 
-def _mid_state(m) -> tuple:
-    return m.flushed, dict(m.slot), dict(m.row), list(m.rows), kv.cache_len(m.cache)
-
-
-def _mid_restore(m, s: tuple) -> None:
-    m.flushed, m.slot, m.row, m.rows = s[0], dict(s[1]), dict(s[2]), list(s[3])
-    kv.truncate(m.cache, s[4])
-
-
 def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int],
-                expanded: list[int] = ()) -> tuple[list[int], list[int], int]:
-    """Draft step k through `TreeGraftDecoder.draft_step`. Returns (frontier, new, size).
+                expanded: list[int] = ()) -> tuple[StepResult, int]:
+    """Draft step k through `TreeGraftDecoder.draft_step`. Returns (its StepResult, size).
 
     size: tokens the mid drafter forwarded, its backlog of committed text included (mid step),
     or frontier nodes (n-gram step): the x-axis of the profile's curves.
     """
     backlog = dec.mid_backlog()
-    _, frontier, new, _, fwd, _ = dec.draft_step(tree, k, call, last_new, expanded)
-    return frontier, new, (backlog + len(fwd) if fwd else 0) if call else len(frontier)
+    step = dec.draft_step(tree, k, call, last_new, expanded)
+    return step, (backlog + len(step.forwarded) if step.forwarded else 0) if call else len(step.frontier)
 
 
 def path_trie(root: int, trees: list[tuple[DraftTree, list[int]]]) -> tuple[DraftTree, list[dict[int, int]]]:
@@ -92,7 +82,7 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
     finals: list[tuple[DraftTree, list[int]]] = []
 
     def verify_alone(tree: DraftTree, kept: list[int]) -> tuple[int, float]:
-        (path, _), t = dec._timed(lambda: accept_greedy(tree, kept, dec.target.forward_tree(tree, kept)))
+        (path, _), t = dec.timed(lambda: accept_greedy(tree, kept, dec.target.forward_tree(tree, kept)))
         dec.target.rollback()
         calls.append({"kind": "verify", "n": len(kept), "ms": 1000 * t})
         return len(path) - 1, 1000 * t
@@ -107,21 +97,19 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
         if k > D:
             leaf(tree, bits, acc)
             return
-        ctx = StepContext(k, D, list(bits), tree, last_new, expanded, dec.prompt_len,
-                          dec.costs["t_tgt_ms"], dec.costs["t_mid_ms"], cfg.width, cfg.ngram_max, dec.small.index,
-                          cfg.lookback)
+        ctx = dec.step_context(k, list(bits), tree, last_new, expanded)
         states.append({"k": k, "prefix": "".join(map(str, bits)), **ctx.signals()})
-        mid0 = _mid_state(dec.mid)
+        start = dec.round_start()
         for a in (0, 1):
             child = tree.copy() if a == 0 else tree  # the parent no longer needs its tree after the last child
-            (frontier, new, size), t = dec._timed(expand_step, dec, child, k, bool(a), last_new, expanded)
+            (step, size), t = dec.timed(expand_step, dec, child, k, bool(a), last_new, expanded)
             kind = "mid" if a else "small"
             calls.append({"kind": kind, "n": size, "ms": 1000 * t})
             unit = "tokens" if a else "nodes"
             nxt = {**acc, f"n_{kind}": acc[f"n_{kind}"] + 1, f"{kind}_{unit}": acc[f"{kind}_{unit}"] + size,
                    f"size{k}": size, "meas_draft_ms": acc["meas_draft_ms"] + 1000 * t}
-            visit(k + 1, child, bits + (a,), new, frontier, nxt)
-            _mid_restore(dec.mid, mid0)
+            visit(k + 1, child, bits + (a,), step.new, step.frontier, nxt)
+            dec.restore(start)
 
     dec.replaying = True
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from dataclasses import replace
 from typing import Any
 
 import ipywidgets as W
@@ -206,17 +207,16 @@ CLOCKS = (("this device (wall)", "wall"), ("paper A100 (modelled)", "a100-paper"
 
 
 def adaptive_policy(pair, config) -> Any:
-    """The adaptive policy a decoder with `config` would run (its clock resolved to a profile as the
-    decoder does); raises TreeGraftError when no scheduler is trained for that profile and pruning."""
-    from treegraft_lab import costs
-    from treegraft_lab.config import DecodeConfig
+    """The adaptive policy a decoder with `config` would run (its clock resolved to a profile);
+    raises TreeGraftError when no scheduler is trained for that profile and pruning."""
+    from treegraft_lab import measure
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule.policies import make_policy
 
     if pair is None:
         raise TreeGraftError("no model pair")
-    cfg = DecodeConfig(**{**config.to_dict(), "schedule": "adaptive", "clock": config.clock})
-    return make_policy(cfg, pair, costs.resolve(cfg.clock, pair))
+    cfg = replace(config, schedule="adaptive")
+    return make_policy(cfg, pair, measure.resolve(cfg.clock, pair))
 
 
 def adaptive_status(pair, config=None) -> str | None:
@@ -233,10 +233,10 @@ def adaptive_status(pair, config=None) -> str | None:
 
 def scheduler_name(pair, config) -> str:
     """The artifact folder name ("<profile class>-<pruning>") a decoder with `config` loads."""
-    from treegraft_lab import costs
+    from treegraft_lab import measure
     from treegraft_lab.schedule.adaptive import artifact_folder
 
-    return artifact_folder(pair, config, costs.resolve(config.clock, pair)).name
+    return artifact_folder(pair, config, measure.resolve(config.clock, pair)).name
 
 
 def trained_schedulers(pair) -> list[str]:
@@ -432,10 +432,10 @@ class SchedulePlayground(W.VBox):
 
     def profile_words(self) -> str:
         """The chosen profile in words (device, dtype, date)."""
-        from treegraft_lab import costs
+        from treegraft_lab import measure
 
         try:
-            return profile_name(costs.resolve(self.clock.value, self.pair))
+            return profile_name(measure.resolve(self.clock.value, self.pair))
         except Exception as e:  # noqa: BLE001 - the note says why instead of breaking the widget
             return f"{self.clock.value}: {e}"
 
@@ -487,12 +487,10 @@ class SchedulePlayground(W.VBox):
     def settings(self) -> dict[str, Any]:
         """Name -> DecodeConfig of every setting a replay runs (adaptive only when a scheduler is
         trained for the chosen profile and pruning)."""
-        from treegraft_lab.config import DecodeConfig
-
         base = self.base_config()
 
-        def cfg(**kw: Any) -> DecodeConfig:
-            return DecodeConfig(**{**base.to_dict(), "clock": base.clock, **kw})
+        def cfg(**kw: Any) -> Any:
+            return replace(base, **kw)
 
         out = {f"yours ({self.mask}{'' if self.eg.value else ', w/o EG'}{'' if self.nd.value else ', w/o ND'})":
                cfg(schedule=self.mask, expanded_graft=self.eg.value, non_destructive=self.nd.value),
@@ -504,6 +502,7 @@ class SchedulePlayground(W.VBox):
     def replay(self) -> pd.DataFrame:
         """Replay the round under every setting `repeats` times, and time plain decoding from the
         same context as often; return (and show) the comparison table."""
+        from treegraft_lab import measure
         from treegraft_lab.baselines import plain_token_s
         from treegraft_lab.decoder import replay_round
 
@@ -511,10 +510,12 @@ class SchedulePlayground(W.VBox):
         self.results, self.times = {}, {}
         snapshot, n = self.controls(), int(self.repeats.value)
         try:
+            profile = measure.resolve(self.clock.value, self.pair)  # once per replay: the decoders only read it
             for name, cfg in self.settings().items():
                 for i in range(n):
                     self.progress.value = f"replaying: {html.escape(name)} ({i + 1}/{n}) ..."
-                    info, rrun = replay_round(self.pair, self.context, cfg, prompt_len=self.prompt_len)
+                    info, rrun = replay_round(self.pair, self.context, replace(cfg, clock=profile),
+                                              prompt_len=self.prompt_len)
                     self.results.setdefault(name, (info, rrun))  # the tree: every repeat draws the same one
                     self.times.setdefault(name, []).append((info.draft_s, info.verify_s, info.round_s))
             self.progress.value = "timing plain decoding ..."
@@ -536,9 +537,9 @@ class SchedulePlayground(W.VBox):
         return df
 
     def profile(self) -> Any:
-        from treegraft_lab import costs
+        from treegraft_lab import measure
 
-        return costs.resolve(self.replayed["clock"] if self.replayed else self.clock.value, self.pair)
+        return measure.resolve(self.replayed["clock"] if self.replayed else self.clock.value, self.pair)
 
     def table_frame(self) -> pd.DataFrame:
         """One row per replayed setting, plain decoding from the same context, and the recorded

@@ -165,11 +165,14 @@ def _load_pair(name: str, device: str) -> Any:
 def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int) -> Any:
     """Decode each prompt (a string or a suite row) under `config`; return one recorded Run.
 
-    Suite rows keep their `category` and `question_id` in the runs table.
+    Suite rows keep their `category` and `question_id` in the runs table. The config's clock is
+    resolved here, once (this device's profile is measured on first use).
     """
-    from treegraft_lab import TreeGraftDecoder, record
+    from dataclasses import replace
 
-    dec = TreeGraftDecoder(pair, config)
+    from treegraft_lab import TreeGraftDecoder, measure, record
+
+    dec = TreeGraftDecoder(pair, replace(config, clock=measure.resolve(config.clock, pair)))
     with record(dec) as rec:
         for p in prompts:
             dec.generate(p["turns"][0] if isinstance(p, dict) else p, max_new_tokens=max_new_tokens)
@@ -328,118 +331,34 @@ def graft_stats(run: Any) -> pd.DataFrame:
     return st[["run", "category", "round", "step", "reselected_earlier", "pool_size", "conventional_pool", "pool_ratio"]]
 
 
-# ---------------------------------------------------------------------------- synthetic runs
-
-_WORDS = (" the a hash map key value table bucket list store fast look up index array slot collision chain "
-          "probe resize load factor string number function return data structure each into by with is are "
-          "that which for of to and in on when you can , . : ( ) \n").split(" ")
+# ---------------------------------------------------------------------------- tiny runs
 
 
-def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int = 63,
-                  schedule: str = "10101", non_destructive: bool = True, seed: int = 0,
-                  growth: str = "compact") -> Any:
-    """A Run with the recorder's tables, grown by random drafters on the real DraftTree (no model).
-
-    For tests and for trying the views. growth "compact": small steps add 1-2 children to up to
-    `width` frontier nodes, mid steps rescore the whole tree (EG) and add up to 3 children to the
-    global top-W. growth "release" (the decoder's default rule): mid steps rescore the depth window
-    and give each of the top-W 10 children; small steps give each frontier node 1-4 children, each
-    with an n-gram chain of up to max(1, 5 - (step - 1)) tokens; the tree is cut at 511 nodes.
-    """
-    import json
-    import math
+def tiny_run(rounds: int = 3, schedule: str = "10101", budget: int = 63, seed: int = 0, **config: Any) -> Any:
+    """A recorded run of the tiny random models (`treegraft_lab.tiny`): the decoder's own rounds,
+    decisions and trees in a second or two, for tests and for trying the views without the offline
+    pair. The prompt is a repetitive random token sequence drawn from `seed` (so the n-gram
+    drafter finds matches); `config`: DecodeConfig overrides (growth, non_destructive, ...).
+    Priced on the a100-paper profile (nothing is measured); the first `rounds` rounds are kept."""
     import random
 
-    from treegraft_lab.graft import candidate_pool
-    from treegraft_lab.hooks import Recorder, Run
-    from treegraft_lab.schedule.signals import compute_signals
-    from treegraft_lab.tree import MID, SMALL, DraftTree
+    from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+    from treegraft_lab.tiny import tiny_pair
 
-    release = growth == "release"
     rng = random.Random(seed)
-    words = [w or " " for w in _WORDS]
-    tables: dict[str, list] = {"rounds": [], "steps": [], "nodes": [], "tree": []}
-    out: list[int] = []
-    root = 0
-    for rd in range(rounds):
-        t, last_new, expanded = DraftTree.start(root), [0], []
-        for k in range(1, depth + 1):
-            call = schedule[k - 1] == "1"
-            sig = compute_signals(t, last_new, expanded, width, 5, lookback=5 if release else None)
-            pool = candidate_pool(t, last_new, True, 5 if release else None, expanded) if call else list(last_new)
-            if call:
-                for v in pool:
-                    if v and rng.random() < 0.5:
-                        t.logp[v] = math.log(rng.uniform(0.05, 0.95))
-                    t.mid_scored[v] = True
-                t.refresh_scores()
-            front = sorted((v for v in pool if t.alive[v]), key=lambda v: (-t.score[v], t.depth[v], v))[:width]
-            mean_prev = sum(t.depth[v] for v in last_new) / max(len(last_new), 1)
-            new, chain, n0 = [], [], len(t)
-            for v in front:
-                if not t.alive[v] or len(t) >= 511:
-                    continue
-                lo, hi = ((10, 10) if call else (1, 4)) if release else ((2, 4) if call else (1, 3))
-                kids = rng.sample(range(len(words)), rng.randint(lo, hi))
-                if call and not non_destructive:
-                    for tok, c in list(t.children[v].items()):
-                        if tok not in kids:
-                            t.kill_subtree(c)
-                for tok in kids:
-                    lp = math.log(rng.uniform(0.05, 0.95))
-                    nid, _ = t.add_child(v, tok, lp, MID if call else SMALL, k, 0 if call else rng.randint(1, 5))
-                    new.append(nid)
-                    u = nid
-                    for _ in range(max(1, 5 - (k - 1)) - 1 if release and not call else 0):
-                        u, _ = t.add_child(u, rng.randrange(len(words)), math.log(rng.uniform(0.3, 0.95)), SMALL, k, 2)
-            chain = [v for v in range(n0, len(t)) if v not in set(new)]
-            tables["steps"].append({
-                "run": 0, "round": rd, "step": k, "call_mid": call, "policy_score": math.nan, **sig,
-                "pool_size": len(pool), "conventional_pool": len(last_new), "frontier_size": len(front),
-                "new_nodes": len(set(new)), "chain_nodes": len(chain), "tree_size": sum(t.alive),
-                "reselected_earlier": sum(t.depth[v] < mean_prev for v in front) / len(front) if call and front else math.nan,
-            })
-            for v in range(len(t)):
-                tables["nodes"].append({"run": 0, "round": rd, "step": k, **Recorder._node(t, v),
-                                        "in_pool": v in pool, "in_frontier": v in front, "new": v in new or v in chain})
-            expanded, last_new = front, new
-        kept = t.prune(budget)
-        path, v = [0], 0
-        while True:
-            kids = [c for c in t.children[v].values() if c in kept and t.alive[c]]
-            if not kids or rng.random() < 0.25:
-                break
-            v = max(kids, key=lambda c: t.score[c])
-            path.append(v)
-        bonus = rng.randrange(len(words))
-        for u in range(len(t)):
-            tables["tree"].append({"run": 0, "round": rd, **Recorder._node(t, u), "kept": u in kept,
-                                   "accepted": u in path, "target_token": rng.randrange(len(words)) if u in kept else -1})
-        draft_ms, verify_ms = 20 + 40 * schedule.count("1") * rng.uniform(0.8, 1.2), 60 * rng.uniform(0.9, 1.1)
-        tables["rounds"].append({
-            "run": 0, "round": rd, "root_token": root, "bonus_token": bonus, "accepted": len(path) - 1,
-            "schedule": schedule, "mid_calls": schedule.count("1"), "nodes": sum(t.alive), "kept": len(kept) - 1,
-            "draft_ms": draft_ms, "verify_ms": verify_ms, "forward_ms": draft_ms + verify_ms - 5,
-            "round_ms": draft_ms + verify_ms, "eta": 1000 * len(path) / (draft_ms + verify_ms),
-        })
-        out += [t.tokens[u] for u in path[1:]] + [bonus]
-        root = bonus
-    frames = {k: pd.DataFrame(v) for k, v in tables.items()}
-    for name, col in (("nodes", "token"), ("tree", "token"), ("tree", "target_token")):
-        frames[name][col.replace("token", "text")] = [words[i] if i >= 0 else "" for i in frames[name][col]]
-    frames["rounds"]["root_text"] = [words[i] for i in frames["rounds"]["root_token"]]
-    frames["rounds"]["bonus_text"] = [words[i] for i in frames["rounds"]["bonus_token"]]
-    prompt = [1, 2, 3, 0]
-    frames["runs"] = pd.DataFrame([{
-        "run": 0, "pair": "synthetic", "prompt_ids": prompt, "output_ids": out,
-        "prompt_text": "".join(words[i] for i in prompt), "output_text": "".join(words[i] for i in out),
-        "config": json.dumps({"depth": depth, "width": width, "budget": budget, "schedule": schedule,
-                              "expanded_graft": True, "non_destructive": non_destructive,
-                              "expansion": "per_parent" if release else "global", "ngram_chain": release,
-                              "lookback": 5 if release else None}),
-        "category": "synthetic", "question_id": "0",
-    }])
-    return Run(**frames, meta={"synthetic": True})
+    motif = [rng.randrange(64) for _ in range(6)]
+    prompt = motif * 3 + [rng.randrange(64) for _ in range(4)]
+    cfg = DecodeConfig(schedule=schedule, budget=budget, **{"clock": "a100-paper", **config})
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), cfg)
+    with record(dec) as rec:
+        dec.generate(prompt, max_new_tokens=rounds * (cfg.depth + 1))
+    run = rec.to_run()
+    for name in ("rounds", "steps", "nodes", "tree"):
+        f = getattr(run, name)
+        setattr(run, name, f[f["round"] < rounds].reset_index(drop=True))
+    if len(run.rounds) < rounds:
+        raise ValueError(f"the tiny run ended after {len(run.rounds)} rounds, before {rounds}")
+    return run
 
 
 # ---------------------------------------------------------------------------- signal importance (scikit-learn)
@@ -448,12 +367,12 @@ def synthetic_run(rounds: int = 3, depth: int = 5, width: int = 10, budget: int 
 def group_folds(groups, n_folds: int = 5, seed: int = 0) -> Any:
     """Fold index per row so that every group (prompt) sits in exactly one fold.
 
-    `treegraft_lab.grouped_cv.group_folds` (scikit-learn's seeded `GroupKFold`) with the number of
+    `treegraft_lab.training.grouped_cv.group_folds` (scikit-learn's seeded `GroupKFold`) with the number of
     folds cut to the number of groups; a single group gets the single fold 0.
     """
     import numpy as np
 
-    from treegraft_lab import grouped_cv
+    from treegraft_lab.training import grouped_cv
 
     n = min(n_folds, grouped_cv.n_groups(groups))
     return grouped_cv.group_folds(groups, n, seed) if n >= 2 else np.zeros(len(groups), dtype=int)
@@ -464,7 +383,7 @@ def grouped_cv_r2(X: Any, y: Any, groups, n_folds: int = 5, seed: int = 0) -> fl
 
     NaN with fewer than two groups (nothing to hold out).
     """
-    from treegraft_lab import grouped_cv
+    from treegraft_lab.training import grouped_cv
 
     n = min(n_folds, grouped_cv.n_groups(groups))
     return grouped_cv.grouped_cv_r2(X, y, groups, n, seed) if n >= 2 else float("nan")
@@ -483,7 +402,7 @@ def signal_importance(table: pd.DataFrame, signals, target: str = "accepted", n_
     """
     import numpy as np
 
-    from treegraft_lab import grouped_cv
+    from treegraft_lab.training import grouped_cv
 
     signals = list(signals)
     y = table[target].to_numpy(float)

@@ -20,6 +20,7 @@ from treegraft_lab.commands.common import (
     add_pair_arguments,
     growth_from_args,
     load_pair_from_args,
+    with_profile,
 )
 
 
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                                        do_sample=False, attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=pair.device))
         ref = out[0, len(ids):].tolist()
         for s, cfg in configs.items():
-            ours = TreeGraftDecoder(pair, cfg).generate(ids, max_new_tokens=args.max_new_tokens).token_ids
+            ours = TreeGraftDecoder(pair, with_profile(cfg, pair)).generate(ids, max_new_tokens=args.max_new_tokens).token_ids
             total += 1
             if ours == ref:
                 matches += 1

@@ -6,7 +6,7 @@
 
 Trees are pruned and priced with one device profile (treegraft_lab.costs): this device's
 measured one by default, or `--profile NAME|FILE`; the artifact trained on them is for that
-profile (see treegraft_lab.schedule.collect).
+profile (see treegraft_lab.training.collect).
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def _drafter_record(mid_id: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from treegraft_lab import costs
-    from treegraft_lab.schedule.collect import CollectConfig, collect_shard, merge
+    from treegraft_lab import costs, measure
+    from treegraft_lab.training.collect import CollectConfig, collect_shard, merge
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     if not prompts:
         raise TreeGraftError(f"no prompts in {args.prompts!r} for --split {args.split}: a file without a split field "
                              "counts as eval, so pass --split eval or --split all")
-    profile = costs.resolve(args.profile, pair)
+    profile = measure.resolve(args.profile, pair)
     cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
                         shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag,
                         warm=args.warm)

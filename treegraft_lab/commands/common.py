@@ -1,4 +1,8 @@
-"""Arguments and helpers shared by the decoding subcommands."""
+"""Arguments and helpers shared by the decoding subcommands.
+
+Imports of the package's heavy modules stay inside the functions: `treegraft-lab --help` and a
+bad argument answer before torch loads.
+"""
 
 from __future__ import annotations
 
@@ -71,6 +75,16 @@ def config_from_args(args: argparse.Namespace, **overrides):
               expanded_graft=not args.no_eg, non_destructive=not args.no_nd, seed=args.seed, **growth_from_args(args))
     kw.update(overrides)
     return DecodeConfig(**kw)
+
+
+def with_profile(config, pair):
+    """`config` with its clock resolved to a `DeviceProfile` once, here at the command's edge
+    (clock "wall": this device's profile, measured on first use and cached)."""
+    from dataclasses import replace
+
+    from treegraft_lab import measure
+
+    return replace(config, clock=measure.resolve(config.clock, pair))
 
 
 def _int(text: str, flag: str) -> int:

@@ -72,10 +72,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"pair {pair.name}: target {pair.target_id}, mid {mid}; {pair.device}, "
           f"{str(pair.dtype).removeprefix('torch.')}; loaded in {time.perf_counter() - t0:.1f} s")  # fmt: skip
     print(f"dtype {pair.dtype_reason}; forward path: {pair.forward_path}")
-    from treegraft_lab import bench, costs
+    from treegraft_lab import bench, costs, measure
     from treegraft_lab.commands.profile import implication
 
-    prof = costs.for_pair(pair)
+    prof = measure.for_pair(pair)
     rec = recommended(prof)
     print(f"device profile {prof.name} ({prof.device}; {prof.source}):\n  {implication(prof)}")
     print(f"  recommended here: prune={rec['prune']}, budget {rec['budget']} (at most; value pruning sizes each round)")

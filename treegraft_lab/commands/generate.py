@@ -10,6 +10,7 @@ from treegraft_lab.commands.common import (
     add_pair_arguments,
     config_from_args,
     load_pair_from_args,
+    with_profile,
 )
 
 
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     pair = load_pair_from_args(args, require_mid=config.schedule_name not in ("small",))
-    dec = TreeGraftDecoder(pair, config)
+    dec = TreeGraftDecoder(pair, with_profile(config, pair))
     if args.record:
         with record(dec) as rec:
             gen = dec.generate(args.prompt, max_new_tokens=args.max_new_tokens)

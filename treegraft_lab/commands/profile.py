@@ -39,22 +39,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.rounds:
         return run_rounds(args)
-    from treegraft_lab import costs
+    from treegraft_lab import costs, profile_cache
 
     cached = None
     prof = costs.load(args.show) if args.show else None
-    spec = costs.spec_key(args.pair, args.target, args.mid, args.device, args.dtype)
+    spec = profile_cache.spec_key(args.pair, args.target, args.mid, args.device, args.dtype)
     if prof is None and not args.refresh:  # read the cache without importing torch or loading a model
-        prof = costs.lookup(spec)
+        prof = profile_cache.lookup(spec)
     if prof is None:
         import warnings
+
+        from treegraft_lab import measure
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pair = load_pair_from_args(args, require_mid=False)
-        cached = costs.cached_path(pair)
-        prof = costs.for_pair(pair, refresh=args.refresh, progress=not args.json)
-        costs.remember(spec, pair)
+        cached = measure.cached_path(pair)
+        prof = measure.for_pair(pair, refresh=args.refresh, progress=not args.json)
+        profile_cache.remember(spec, measure.profile_key(pair))
     if args.save:
         prof.save(args.save)
     if args.plot:
@@ -116,7 +118,7 @@ def plot(prof, path: str) -> None:
 
 
 def run_rounds(args: argparse.Namespace) -> int:
-    from treegraft_lab import costs
+    from treegraft_lab import measure
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.prompts import load_prompts
@@ -125,10 +127,11 @@ def run_rounds(args: argparse.Namespace) -> int:
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
     pair = load_pair_from_args(args, require_mid=any(s != "small" for s in schedules))
     out: dict = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).removeprefix("torch.")}
-    out["ngram_step_ms"] = costs.small_step_ms(pair.tokenizer, args.context, repeats=200)
+    out["ngram_step_ms"] = measure.small_step_ms(pair.tokenizer, args.context, repeats=200)
     out["schedules"] = {}
+    here = measure.for_pair(pair)
     for s in schedules:
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=args.budget))
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=args.budget, clock=here))
         dec.generate(prompts[0]["turns"][0], max_new_tokens=8)  # warm-up
         rows = [dec.generate(q["turns"][0], max_new_tokens=args.max_new_tokens).stats for q in prompts]
         tot = {k: sum(r[k] for r in rows) for k in ("new_tokens", "rounds", "forward_s", "overhead_s", "draft_s", "verify_s")}

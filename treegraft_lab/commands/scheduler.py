@@ -57,12 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def measure_overhead(pair_name: str, folder: Path, max_new: int = 48) -> dict:
     """Decode one train prompt with the adaptive schedule; time every decision and verification."""
     from treegraft_lab import load_pair, load_prompts
+    from treegraft_lab.commands.common import with_profile
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.schedule.adaptive import settings_of
 
     pair = load_pair(pair_name)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=str(folder), **settings_of(folder)))
+    cfg = DecodeConfig(schedule="adaptive", scheduler_path=str(folder), **settings_of(folder))
+    dec = TreeGraftDecoder(pair, with_profile(cfg, pair))
     policy, decide_ms = dec.policy, []
     inner = policy.decide
 
@@ -89,7 +91,7 @@ def compare(args: argparse.Namespace) -> dict:
     """
     import torch
 
-    from treegraft_lab import load_pair, load_prompts
+    from treegraft_lab import load_pair, load_prompts, measure
     from treegraft_lab.commands.collect import parse_shard
     from treegraft_lab.commands.common import _int
     from treegraft_lab.config import DecodeConfig
@@ -102,7 +104,8 @@ def compare(args: argparse.Namespace) -> dict:
         torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, dtype=args.dtype)
     scheds = args.schedules.split(",")
-    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget, prune=args.prune)) for s in scheds}
+    here = measure.for_pair(pair)
+    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget, prune=args.prune, clock=here)) for s in scheds}
     rows = []
     prompts = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
     for i, p in list(enumerate(prompts))[k::n]:
@@ -135,8 +138,8 @@ def replay(args: argparse.Namespace, folder: Path) -> dict:
     import torch
 
     from treegraft_lab.schedule import artifact
-    from treegraft_lab.schedule.distill import Student, compare_policies, replay_policy, student_net
-    from treegraft_lab.schedule.value import Scaler, student_inputs
+    from treegraft_lab.training.distill import Student, compare_policies, replay_policy, student_net
+    from treegraft_lab.training.value import Scaler, student_inputs
 
     art = artifact.load(folder)
     net = student_net(len(art.inputs))

@@ -50,10 +50,10 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab import costs
     from treegraft_lab.schedule import artifact
     from treegraft_lab.schedule.adaptive import profile_class
-    from treegraft_lab.schedule.collect import apply_costs
-    from treegraft_lab.schedule.distill import n_params, train_pipeline
     from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS
-    from treegraft_lab.schedule.value import input_names
+    from treegraft_lab.training.collect import apply_costs
+    from treegraft_lab.training.distill import n_params, train_pipeline
+    from treegraft_lab.training.value import input_names
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -52,7 +52,11 @@ def run(args: argparse.Namespace) -> int:
         print(ensure_target())
         return 0
     if args.zoo_command == "distill":
-        from treegraft_lab.zoo.distill import DEFAULT_LAYERS, DistillConfig, run_distill
+        from treegraft_lab.training.drafter_distill import (
+            DEFAULT_LAYERS,
+            DistillConfig,
+            run_distill,
+        )
 
         layers = [int(x) for x in args.layers.split(",")] if args.layers else list(DEFAULT_LAYERS)
         cfg = DistillConfig(out=str(args.out), layers=layers, rank=args.rank, alpha=float(args.rank),
@@ -62,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         print(run_distill(cfg, resume=not args.no_resume))
         return 0
     if args.zoo_command == "card":
-        from treegraft_lab.zoo.card import measure
+        from treegraft_lab.training.drafter_card import measure
 
         folder = args.folder or MODELS_DIR / DRAFTERS[args.name]
         res = measure(folder, max_new=args.max_new, reps=args.reps, limit=args.limit,
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             import shlex
             import sys
 
-            from treegraft_lab.zoo.card import model_card_markdown
+            from treegraft_lab.training.drafter_card import model_card_markdown
 
             record = json.loads((folder / "training_record.json").read_text())
             c = record.get("config", {})

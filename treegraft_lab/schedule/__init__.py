@@ -1,5 +1,3 @@
-"""WHEN to call the mid drafter: policies, tree signals, and the scheduler's training pipeline.
-
-`policies` and `signals` are what the decoder needs online; `collect`, `value` and `distill`
-are training code and are never imported by the online adaptive policy.
+"""WHEN to call the mid drafter, online: the policies, the tree signals, the scheduler artifact's
+loader and the adaptive policy. Training the scheduler is offline code: `treegraft_lab.training`.
 """

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from treegraft_lab import costs
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.models import resolve_device, resolve_dtype
 from treegraft_lab.paths import SCHEDULER_DIR
 from treegraft_lab.schedule import artifact as art_io
 
@@ -59,13 +61,9 @@ def default_folder(pair_name: str, clock: str = "wall", prune: str = "value") ->
     """The artifact folder for a pair under `clock` and `prune`, without loading a model (for
     "wall": this machine's device type and the dtype `dtype="auto"` picks)."""
     if clock == "wall":
-        from treegraft_lab.models import resolve_device, resolve_dtype
-
         dev = resolve_device("auto")
         cls = f"{dev.type}-{str(resolve_dtype('auto', dev)).removeprefix('torch.')}"
     else:
-        from treegraft_lab import costs
-
         cls = profile_class(costs.load(clock))
     return artifact_dir(pair_name) / f"{cls}-{prune}"
 

@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from treegraft_lab.schedule.policies import StepContext
+from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.viz.tree import COLORS
 
 PER_S = 1000.0  # g_psi is in tokens per ms
@@ -37,8 +37,8 @@ def step_inputs(run, policy) -> pd.DataFrame:
     for (r, _rd), steps in run.steps.sort_values(["run", "round", "step"]).groupby(["run", "round"]):
         history: list[int] = []
         for s in steps.to_dict("records"):
-            ctx = StepContext(int(s["step"]), art.depth, list(history), None, [], [], int(plen[r]), s["t_tgt_ms"],
-                              s["t_mid_ms"], 0, 0, _signals={k: s[k] for k in policy.signals})
+            ctx = StepContext.from_signals(int(s["step"]), art.depth, history, int(plen[r]), s["t_tgt_ms"],
+                                           s["t_mid_ms"], {k: s[k] for k in policy.signals})
             call = policy.decide(ctx)
             rows.append({"run": r, "round": s["round"], "step": s["step"], **dict(zip(art.inputs, policy.features(ctx))),
                          "recorded call": bool(s["call_mid"]), "recorded g": PER_S * s["policy_score"],

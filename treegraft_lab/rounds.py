@@ -1,0 +1,51 @@
+"""The data of one decoding round, shared by the decoder, replay, training and the views.
+
+`StepResult` is what a draft step did; `RoundInfo` is what a round did; `RoundStart` is a round
+start's snapshot (what a replay restores between schedules). What a policy sees before a step,
+`StepContext`, lives with the policies (`schedule/context.py`). Nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class StepResult:
+    """What draft step k did. pool: the nodes WHERE considered; frontier: the nodes expanded; new:
+    the nodes the first proposed tokens landed on (the next N_k); chain: nodes created below them
+    by n-gram chains; forwarded: the nodes the mid drafter scored; mid_s: its measured seconds."""
+
+    pool: list[int]
+    frontier: list[int]
+    new: list[int]
+    chain: list[int]
+    forwarded: list[int]
+    mid_s: float = 0.0
+
+
+@dataclass
+class RoundInfo:
+    """What one round did. `accepted` counts draft tokens; the bonus token is not included."""
+
+    accepted: int
+    schedule: str
+    mid_calls: int
+    nodes: int
+    kept: int
+    draft_s: float
+    verify_s: float
+    forward_s: float
+    round_s: float
+    modelled_ms: float = math.nan  # the round priced by the decoder's profile (draft steps + verification)
+
+
+@dataclass(frozen=True)
+class RoundStart:
+    """A round start's restorable state: the mid drafter's round state (scored rows and slots,
+    cache length) and its unpriced prompt backlog. Target and n-gram index hold only committed
+    tokens at a round start and are rolled back by the round itself."""
+
+    mid: tuple | None
+    prompt_backlog: int
