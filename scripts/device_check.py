@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
 import torch  # noqa: E402
 
@@ -60,7 +60,7 @@ def clock(device: torch.device) -> str:
 
 def pair_folder(arch: str, device: torch.device) -> Path:
     """The tiny pair of `arch` for `device`, saved once under the work folder."""
-    from tiny import save_tiny_pair
+    from treegraft_lab.tiny import save_tiny_pair
 
     s = shapes(device)
     folder = work_dir() / f"{arch}-{device.type}-{s['heads']}x{s['head_dim']}"
@@ -289,11 +289,10 @@ def step_sampling(dev: torch.device) -> dict:
 def step_pocket(dev: torch.device) -> dict:
     """The pocket loader on a tiny target on the device with synthetic adapters: every tensor on
     the target's device, and tree decoding with it lossless."""
-    from tiny import pocket_folder
-
     from treegraft_lab import cpu_path
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.tiny import pocket_folder
     from treegraft_lab.zoo.drafter import load_drafter
 
     pair = load("llama", dev, cpu_path=False)  # as load_pair does: the drafter copies the stock layers

@@ -175,7 +175,7 @@ def tiny_run_cell() -> str:
     """A twin cell recording a run with the tests' tiny model pair (seconds, no files), and a round that accepted."""
     import inspect
 
-    from tests import tiny
+    from treegraft_lab import tiny
 
     return (inspect.getsource(tiny) + "\nfrom treegraft_lab import DecodeConfig, TreeGraftDecoder, record, viz\n"
             "from treegraft_lab.widgets import SchedulePlayground\n"

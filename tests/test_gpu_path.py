@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny import pocket_folder, tiny_model, tiny_pair
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from treegraft_lab import kv
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.tiny import pocket_folder, tiny_model, tiny_pair
 from treegraft_lab.zoo import drafter as zd
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from tiny import save_tiny_pair
+
+from treegraft_lab.tiny import save_tiny_pair
 
 NB_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 

@@ -7,10 +7,10 @@ import math
 
 import pandas as pd
 import pytest
-from tiny import tiny_pair
 
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
 from treegraft_lab.hooks import Run
+from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.viz.stats import paper_statistics, paper_steps
 
 # One round of schedule 10111, W = 2, lookback 5. Node: (parent, depth, score).

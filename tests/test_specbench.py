@@ -7,12 +7,12 @@ import re
 
 import pandas as pd
 import pytest
-from tiny import tiny_pair
 
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, cli, specbench
 from treegraft_lab.commands import bench as cmd
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import DATA_DIR
+from treegraft_lab.tiny import tiny_pair
 
 QUESTIONS = DATA_DIR / "specbench" / "question-sample.jsonl"  # Spec-Bench's format: multi-turn, rag, translation
 METHODS = ["ar", "small", "10101"]
