@@ -83,12 +83,14 @@ CHECKS_JS = r"""
     for (const g of plot.querySelectorAll('.scatterlayer g.trace')) {
       const cd = g.__data__, tr = cd && cd[0] && cd[0].trace;
       if (!tr || !tr.customdata || !tr.customdata.length) continue;
+      const c0 = tr.customdata[0];  // a tree's points carry 6 values each; other figures' customdata is not checked
+      if (!c0 || typeof c0 !== 'object' || c0.length !== 6) continue;
       isTree = true;
       const labelled = new Set([...g.querySelectorAll('g.textpoint')].filter(t => t.textContent.trim() &&
         shown(box(t))).map(t => cd.indexOf(t.__data__)));
       for (const p of g.querySelectorAll('path.point')) {
         const k = cd.indexOf(p.__data__), c = tr.customdata[k];
-        if (!c) continue;
+        if (!c || typeof c !== 'object') continue;
         const [node, created, isKept, accepted, folded, depth] = c, b = box(p), cs = getComputedStyle(p);
         const inside = shown(b) && b.left + b.width / 2 >= ab.left - 1 && b.left + b.width / 2 <= ab.right + 1 &&
                        b.top + b.height / 2 >= ab.top - 1 && b.top + b.height / 2 <= ab.bottom + 1;
