@@ -9,6 +9,15 @@ from treegraft_lab.errors import TreeGraftError
 
 NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle")
 EXPANSIONS = ("per_parent", "global")
+# Named tree-growth rules: DecodeConfig overrides. "release": the authors' release (the defaults);
+# "lookup": the release's rule plus prompt lookup's 10-token draft under the root at the first
+# small step; "compact": the global top-W children per step, no chains, every unscored node reselectable.
+GROWTHS = {
+    "release": {},
+    "lookup": {"lookup": 10},
+    "compact": {"expansion": "global", "ngram_chain": False, "lookback": None},
+}
+GROWTH_FIELDS = ("expansion", "ngram_chain", "chain_len", "lookback", "lookup")
 
 
 def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
@@ -68,6 +77,7 @@ class DecodeConfig:
     children: int = 10
     ngram_chain: bool = True
     chain_len: int | None = None
+    lookup: int = 0
     max_nodes: int | None = None
     lookback: int | None = 5
     budget: int | str = 63
@@ -101,6 +111,9 @@ class DecodeConfig:
         need(self.chain_len is None or (isinstance(self.chain_len, int) and self.chain_len >= 1),
              f"chain_len must be an integer >= 1 (tokens per n-gram chain) or None (the release's lengths), "
              f"got {self.chain_len!r}")
+        need(isinstance(self.lookup, int) and not isinstance(self.lookup, bool) and self.lookup >= 0,
+             f"lookup must be an integer >= 0 (tokens of prompt lookup's draft grafted under the root at the "
+             f"first small step; 0: off), got {self.lookup!r}")
         need(self.max_nodes is None or (isinstance(self.max_nodes, int) and self.max_nodes >= 2),
              f"max_nodes (the drafting cap, root included) must be an integer >= 2 or None, got {self.max_nodes!r}")
         need(self.lookback is None or (isinstance(self.lookback, int) and self.lookback >= 0),
@@ -134,6 +147,16 @@ class DecodeConfig:
         if self.max_nodes is not None:
             return self.max_nodes
         return 1 + self.children + self.depth * self.width * self.children
+
+    @property
+    def growth(self) -> str:
+        """The name of the growth rule in `GROWTHS` this config's growth fields match, else "custom"
+        (`children`, `max_nodes` and the n-gram sizes are not part of the name)."""
+        base = DecodeConfig.__dataclass_fields__
+        for name, over in GROWTHS.items():
+            if all(getattr(self, f) == over.get(f, base[f].default) for f in GROWTH_FIELDS):
+                return name
+        return "custom"
 
     @property
     def greedy(self) -> bool:

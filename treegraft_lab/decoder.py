@@ -228,11 +228,30 @@ class TreeGraftDecoder:
             self._draft_ms += self.profile.small_ms
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
-            proposals = self.small.propose(tree, frontier, cfg.width, children, chain)
+            proposals = self.small.propose(tree, frontier, cfg.width, children, chain, cfg.extra.get("dominant", 1.0))
         n0 = len(tree)
+        tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
+        if tails and cfg.extra.get("lookup_join"):
+            new = list(dict.fromkeys(new + tails))
         landed = set(new)
         return pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t
+
+    def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
+        """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
+        it (so at the round's first small step); returns the chains' deepest nodes."""
+        props = self.small.lookup(self.config.lookup, bool(self.config.extra.get("lookup_latest")))
+        todo = [p for p in props if not _holds(tree, [p[1], *(t[0] for t in p[4])])]
+        if not todo:
+            return []
+        graft.graft(tree, todo, SMALL, k, self.config.non_destructive, None)
+        ends = []
+        for p in todo:
+            v = 0
+            for tok in [p[1], *(t[0] for t in p[4])]:
+                v = tree.children[v][tok]
+            ends.append(v)
+        return ends
 
     def mid_backlog(self) -> int:
         """Committed tokens the mid drafter has not forwarded yet and its next call forwards too
@@ -389,6 +408,16 @@ class TreeGraftDecoder:
             "prefill_s": prefill,
             "wall_s": wall,
         }
+
+
+def _holds(tree: DraftTree, tokens: list[int]) -> bool:
+    """True when the live path root -> tokens exists in the tree."""
+    v = 0
+    for tok in tokens:
+        v = tree.children[v].get(tok, -1)
+        if v < 0 or not tree.alive[v]:
+            return False
+    return True
 
 
 def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len: int | None = None):

@@ -1,0 +1,114 @@
+"""Growth "lookup": prompt lookup's draft (HF's matching rule) is a branch of the tree, deeper than
+D, scored like any n-gram chain so that pruning keeps it when it scores best."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+from tests.tiny import tiny_pair
+from treegraft_lab.budget import ValuePruner
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.costs import DeviceProfile
+from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.drafters import NgramDrafter, NgramIndex
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.tree import DraftTree
+
+# "9 1 2" first continues with 3 4 5 6 7 8 10 11 12 13 (earliest), later with 3 40 41 (latest)
+CONTEXT = [9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 20, 21, 1, 2, 3, 40, 41, 22, 23, 1, 2]
+PLD_DRAFT = [3, 4, 5, 6, 7, 8, 10, 11, 12, 13]
+
+
+def hf_draft(tokens: list[int], length: int = 10) -> list[int]:
+    """The candidates transformers' prompt lookup drafts after `tokens` (greedy, no EOS)."""
+    gen = PromptLookupCandidateGenerator(num_output_tokens=length, max_matching_ngram_size=2, max_length=10_000)
+    ids, _ = gen.get_candidates(torch.tensor([tokens]))
+    return ids[0, len(tokens):].tolist()
+
+
+def our_draft(tokens: list[int], length: int = 10) -> list[int]:
+    small = NgramDrafter(5, 1)
+    small.index.extend(tokens)
+    props = small.lookup(length)
+    return [props[0][1], *(t[0] for t in props[0][4])] if props else []
+
+
+def path_of(tree: DraftTree, tokens: list[int]) -> list[int]:
+    v, out = 0, []
+    for tok in tokens:
+        v = tree.children[v][tok]
+        out.append(v)
+    return out
+
+
+def started(**cfg) -> TreeGraftDecoder:
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), DecodeConfig(**cfg))
+    dec.start(CONTEXT)
+    return dec
+
+
+def test_the_lookup_draft_is_hf_prompt_lookups_draft():
+    assert our_draft(CONTEXT) == hf_draft(CONTEXT) == PLD_DRAFT  # the earliest occurrence, 10 tokens
+    rng = random.Random(0)
+    for _ in range(300):  # short texts over small vocabularies: repeats, overlaps, draft cut at the end
+        toks = [rng.randrange(rng.choice((3, 6, 20))) for _ in range(rng.randrange(2, 40))]
+        length = rng.choice((1, 4, 10))
+        assert our_draft(toks, length) == hf_draft(toks, length), toks
+
+
+def test_the_latest_occurrence_is_offered_too_when_asked():
+    small = NgramDrafter(5, 1)
+    small.index.extend(CONTEXT)
+    drafts = [[p[1], *(t[0] for t in p[4])] for p in small.lookup(10, latest=True)]
+    assert drafts == [PLD_DRAFT, [3, 40, 41, 22, 23, 1, 2]]  # the latest one ends where the text ends
+    assert NgramIndex().lookup_match() is None
+
+
+def test_the_first_small_step_grafts_the_lookup_chain_deeper_than_d():
+    dec = started(schedule="small", lookup=10)
+    tree = DraftTree.start(dec.root)
+    _, frontier, new, chain, _, _ = dec.draft_step(tree, 1, False, [0], [])
+    nodes = path_of(tree, PLD_DRAFT)
+    assert [tree.depth[v] for v in nodes] == list(range(1, 11)) and max(tree.depth) == 10 > dec.config.depth
+    assert nodes[0] in new and set(nodes[1:]) <= set(chain)  # the first token joins N_k as usual
+    dec.draft_step(tree, 2, False, new, frontier)
+    assert path_of(tree, PLD_DRAFT) == nodes and all(tree.step[v] == 1 for v in nodes)  # grafted once a round
+
+
+def test_a_round_that_starts_with_a_mid_step_grafts_it_at_its_first_small_step():
+    dec = started(schedule="10101", lookup=10)
+    tree = DraftTree.start(dec.root)
+    _, frontier, new, _, _, _ = dec.draft_step(tree, 1, True, [0], [])
+    with pytest.raises(KeyError):
+        path_of(tree, PLD_DRAFT)
+    dec.draft_step(tree, 2, False, new, frontier)
+    assert all(tree.step[v] in (1, 2) for v in path_of(tree, PLD_DRAFT))
+
+
+def test_without_lookup_the_release_tree_stops_at_depth_d():
+    dec = started(schedule="small")
+    tree = DraftTree.start(dec.root)
+    last, exp = [0], []
+    for k in range(1, 6):
+        _, exp, last, _, _, _ = dec.draft_step(tree, k, False, last, exp)
+    assert max(tree.depth) == 5
+    with pytest.raises(TreeGraftError, match="lookup"):
+        DecodeConfig(lookup=-1)
+
+
+def test_top_k_pruning_keeps_the_whole_chain_when_its_nodes_score_best():
+    ctx = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18] * 3 + [7, 8]  # a text copied three times
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), DecodeConfig(schedule="small", lookup=10))
+    dec.start(ctx)
+    tree = DraftTree.start(dec.root)
+    dec.draft_step(tree, 1, False, [0], [])
+    chain = path_of(tree, [9, 10, 11, 12, 13, 14, 15, 16, 17, 18])
+    best = sorted(range(1, len(tree)), key=lambda v: -tree.score[v])[:10]
+    assert sorted(best) == chain  # a unique 5-gram continuation scores 5/6 at every depth
+    assert tree.prune(10) == [0, *chain]
+    pruner = ValuePruner(DeviceProfile("flat", {1: 10.0, 64: 10.0}, {}, 1.0))  # verifying is free: keep what is likely
+    assert set(chain) <= set(pruner.prune(tree, 63))
