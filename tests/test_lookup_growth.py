@@ -112,3 +112,32 @@ def test_top_k_pruning_keeps_the_whole_chain_when_its_nodes_score_best():
     assert tree.prune(10) == [0, *chain]
     pruner = ValuePruner(DeviceProfile("flat", {1: 10.0, 64: 10.0}, {}, 1.0))  # verifying is free: keep what is likely
     assert set(chain) <= set(pruner.prune(tree, 63))
+
+
+def test_the_lookup_chains_tail_joins_the_frontier_when_asked():
+    dec = started(schedule="small", lookup=10, chain_frontier=True)
+    tree = DraftTree.start(dec.root)
+    _, _, new, _, _, _ = dec.draft_step(tree, 1, False, [0], [])
+    assert path_of(tree, PLD_DRAFT)[-1] in new  # depth 10: the next small step may extend it
+
+
+def test_a_small_step_from_unlikely_nodes_is_skipped_and_not_priced():
+    dec = started(schedule="small", lookup=10, min_step_p=0.9)
+    tree = DraftTree.start(dec.root)
+    _, frontier, new, _, _, _ = dec.draft_step(tree, 1, False, [0], [])  # the first step always drafts
+    n, ms = len(tree), dec._draft_ms
+    assert max(tree.score[v] for v in new) < -0.2  # no node as likely as 0.9
+    pool, frontier, new, chain, _, _ = dec.draft_step(tree, 2, False, new, frontier)
+    assert (frontier, new, chain, len(tree), dec._draft_ms) == ([], [], [], n, ms)
+    with pytest.raises(TreeGraftError, match="min_step_p"):
+        DecodeConfig(min_step_p=1.0)
+    with pytest.raises(TreeGraftError, match="chain_frontier"):
+        DecodeConfig(chain_frontier=1)
+
+
+def test_the_growth_presets_are_named_by_their_fields():
+    from treegraft_lab.config import GROWTHS
+
+    assert DecodeConfig().growth == "release"
+    assert all(DecodeConfig(**over).growth == name for name, over in GROWTHS.items())
+    assert DecodeConfig(lookup=3).growth == "custom"

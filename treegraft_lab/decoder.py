@@ -225,14 +225,16 @@ class TreeGraftDecoder:
             frontier = graft.top_by_score(tree, pool, cfg.width)
             proposals = self.mid.propose(tree, frontier, cfg.width, children)
         else:
-            self._draft_ms += self.profile.small_ms
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
+            if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
+                return pool, [], [], [], fwd, t  # a step from so unlikely a node cannot pay for itself
+            self._draft_ms += self.profile.small_ms
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
-            proposals = self.small.propose(tree, frontier, cfg.width, children, chain, cfg.extra.get("dominant", 1.0))
+            proposals = self.small.propose(tree, frontier, cfg.width, children, chain)
         n0 = len(tree)
         tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
-        if tails and cfg.extra.get("lookup_join"):
+        if tails and cfg.chain_frontier:
             new = list(dict.fromkeys(new + tails))
         landed = set(new)
         return pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t
@@ -240,7 +242,7 @@ class TreeGraftDecoder:
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
         it (so at the round's first small step); returns the chains' deepest nodes."""
-        props = self.small.lookup(self.config.lookup, bool(self.config.extra.get("lookup_latest")))
+        props = self.small.lookup(self.config.lookup)
         todo = [p for p in props if not _holds(tree, [p[1], *(t[0] for t in p[4])])]
         if not todo:
             return []

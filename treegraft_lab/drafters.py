@@ -146,7 +146,7 @@ class NgramDrafter:
         self.index = NgramIndex(nmax, nmin)
 
     def propose(self, tree: DraftTree, frontier: list[int], width: int, children: int | None = None,
-                chain: int = 1, dominant: float = 1.0) -> list[Proposal]:
+                chain: int = 1) -> list[Proposal]:
         """Proposals under the frontier, best path score first.
 
         children None: the global top-`width` continuations of the longest matching n-gram of each
@@ -161,8 +161,6 @@ class NgramDrafter:
             path = tree.path_tokens(f)[1:]  # the root is the last committed token, already in tail
             suffix = (tail + path)[-idx.nmax :]
             conts = idx.continuations(suffix, width, backoff=False) if children is None else idx.continuations(suffix, children)
-            if conts and conts[0][1] >= math.log(dominant):  # one continuation dominates: no backoff siblings
-                conts = [c for c in conts if c[2] == conts[0][2]]
             for tok, lp, n, pos in conts:
                 prop = (f, tok, lp, n, idx.chain(suffix, pos, chain)) if chain > 1 else (f, tok, lp, n)
                 out.append((tree.score[f] + lp, prop))
