@@ -35,6 +35,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate")
 
 
+def _dtype(name: str) -> str:
+    """"auto", or float32 where the auto dtype has no trained scheduler on this device and float32
+    has one (adaptive would otherwise be skipped)."""
+    from treegraft_lab.commands.common import DEFAULT_GROWTH
+    from treegraft_lab.schedule.adaptive import default_folder
+
+    def has(dtype: str) -> bool:
+        return any((default_folder(name, "wall", p, DEFAULT_GROWTH, dtype=dtype) / "scheduler.json").is_file()
+                   for p in ("value", "topk"))
+
+    if has("auto") or not has("float32"):
+        return "auto"
+    print("note: float32, the dtype this device's scheduler was trained for")
+    return "float32"
+
+
 def _load(name: str):
     """The pair; without its mid drafter, said so, when the mid cannot be found."""
     import warnings
@@ -43,7 +59,7 @@ def _load(name: str):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pair = load_pair(name, require_mid=False)
+        pair = load_pair(name, require_mid=False, dtype=_dtype(name))
     for w in caught:
         if "loading the target alone" in str(w.message):
             print(f"note: {w.message}")
