@@ -156,3 +156,42 @@ def test_a_scheduler_trained_on_release_trees_never_drives_lookup_trees(tmp_path
     pair = type("Pair", (), {"name": "p"})()
     assert artifact_folder(pair, DecodeConfig(), prof).name == "a100-paper-topk"
     assert artifact_folder(pair, DecodeConfig(**GROWTHS["lookup"]), prof).name == "a100-paper-topk-lookup"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["bench", "--budget", "-3"], "budget must be an integer >= 1"),
+    (["bench", "--methods", "small", "--budget", "x"], "--budget must be an integer"),
+    (["bench", "--model-on", "a100-nope"], "no device profile 'a100-nope'"),
+    (["generate", "hi", "--schedule", "10201"], "schedule '10201'"),
+    (["generate", "hi", "--budget", "0"], "budget must be an integer >= 1"),
+    (["check-lossless", "--prompts", "treegraft-suite", "--schedules", "small", "--model-on", "nope"], "no device profile"),
+])
+def test_bad_settings_are_refused_in_one_line_before_a_model_loads(argv, words, monkeypatch, capsys):
+    from treegraft_lab import cli, models
+
+    monkeypatch.setattr(models, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+
+
+def test_check_lossless_takes_the_pruning_and_clock_options_of_bench(monkeypatch):
+    from treegraft_lab import cli, config
+    from treegraft_lab.commands import check_lossless
+
+    made = []
+
+    class Config(DecodeConfig):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            made.append((self.clock, self.prune, self.growth))
+
+    def stop(*a, **k):
+        raise SystemExit(0)
+
+    monkeypatch.setattr(config, "DecodeConfig", Config)
+    monkeypatch.setattr(check_lossless, "load_pair_from_args", stop)
+    with pytest.raises(SystemExit):
+        cli.main(["check-lossless", "--prompts", "treegraft-suite", "--schedules", "adaptive", "--prune", "value",
+                  "--model-on", "a100-paper", "--prune-modelled", "topk"])
+    assert made == [("wall", "value", "lookup"), ("a100-paper", "topk", "lookup")]

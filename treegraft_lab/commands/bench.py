@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     clocks = clocks_from_args(args)
     check_settings([bench.TREE_METHODS[m]["schedule"] for m in methods if m in bench.TREE_METHODS], budget, growth,
                    clocks)  # a bad setting is refused here, before any model loads
-    if "adaptive" in methods:
+    if "adaptive" in methods and args.methods != ",".join(bench.DEFAULT_METHODS):  # asked for by name
         check_scheduler(args, clocks, growth)
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, per_category=args.limit_per_category)
