@@ -15,7 +15,7 @@ import torch
 from scipy.stats import chisquare
 
 from treegraft_lab import decoder as decoder_module
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.verify import accept_sampling
@@ -35,9 +35,10 @@ def exact_distribution(model) -> dict[tuple[int, ...], float]:
     return out
 
 
-def sample_counts(pair, runs: int) -> dict[tuple[int, ...], int]:
+def sample_counts(pair, runs: int, **growth) -> dict[tuple[int, ...], int]:
     counts: dict[tuple[int, ...], int] = {}
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="101", temperature=1.0, depth=3, width=3, budget=6))
+    dec = TreeGraftDecoder(pair, DecodeConfig(**{"schedule": "101", "temperature": 1.0, "depth": 3, "width": 3, "budget": 6,
+                                                 **growth}))
     for seed in range(runs):
         dec.config.seed = seed
         s = tuple(dec.generate(PROMPT, max_new_tokens=3).token_ids)
@@ -45,9 +46,9 @@ def sample_counts(pair, runs: int) -> dict[tuple[int, ...], int]:
     return counts
 
 
-def p_value(pair, runs: int) -> float:
+def p_value(pair, runs: int, **growth) -> float:
     exact = exact_distribution(pair.target)
-    counts = sample_counts(pair, runs)
+    counts = sample_counts(pair, runs, **growth)
     keys = sorted(exact)
     total = sum(exact.values())  # 1 up to float rounding
     expected = [exact[k] / total * runs for k in keys]
@@ -63,6 +64,11 @@ def pair():
 
 def test_sampled_tokens_follow_the_target_distribution(pair):
     assert p_value(pair, RUNS) > 0.01
+
+
+def test_sampled_tokens_follow_the_target_distribution_with_lookup_growth(pair):
+    # prompt lookup's chain (the prompt repeats 0 1 2 3) hangs under the root, deeper than D = 3
+    assert p_value(pair, RUNS, **{**GROWTHS["lookup"], "budget": 12}) > 0.01
 
 
 def test_a_broken_acceptance_rule_is_detected(pair, monkeypatch):

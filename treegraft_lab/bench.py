@@ -178,9 +178,10 @@ def _decoder_runner(dec) -> Runner:
 
 
 def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
-                clock: str | DeviceProfile = "wall") -> tuple[Runner, dict]:
+                clock: str | DeviceProfile = "wall", growth: dict | None = None) -> tuple[Runner, dict]:
     """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget);
-    `clock`: the resolved profile (or a name) the tree methods decide on."""
+    `clock`: the resolved profile (or a name) the tree methods decide on. growth: DecodeConfig
+    overrides of the tree methods' growth rule (`config.GROWTHS`; default: release)."""
     from treegraft_lab.baselines import CascadeDecoder
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
@@ -199,7 +200,8 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
         dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock))
         return _decoder_runner(dec), {"budget": dec.budget}
     if method in TREE_METHODS:
-        dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, clock=clock, **TREE_METHODS[method]))
+        dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
+                                                  **TREE_METHODS[method]))
         return _decoder_runner(dec), {"budget": dec.budget}
     raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
@@ -210,13 +212,15 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
 def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = DEFAULT_METHODS, max_new_tokens: int = 128,
               repeats: int = 1, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
               settings: dict | None = None, prune: str = "topk", model_on: list[str] | tuple[str, ...] = (),
-              prune_modelled: str | None = None, model_only: bool = False) -> BenchResult:
+              prune_modelled: str | None = None, model_only: bool = False, growth: dict | None = None,
+              warmup_prompt: str | None = None) -> BenchResult:
     """Run every method on every prompt (first turn, chat template applied) and summarise.
 
     model_on: profiles (names or files) to also run and price the methods on (see the module
     docstring); prune_modelled: the pruning rule there (default: `prune`); model_only: run the
     tree methods on the modelled clocks only (the wall clock then has ar and the HF methods, which
-    the modelled clocks price)."""
+    the modelled clocks price); growth: the tree methods' growth rule (DecodeConfig overrides);
+    warmup_prompt: the untimed warm-up's prompt (default: the first prompt)."""
     from tqdm.auto import tqdm
 
     from treegraft_lab import costs, measure
@@ -235,12 +239,13 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     keys = [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
     keys += [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
     runners, facts, skipped = {}, {}, {}
+    warm = encode_prompt(pair.tokenizer, warmup_prompt) if warmup_prompt else encoded[0]
     for m, c in keys:
         label = m if c == "wall" else f"{m}@{c}"
         try:
             rule = prune if c == "wall" else (prune_modelled or prune)
-            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, profiles.get(c, here))
-            runners[(m, c)](encoded[0], min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
+            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, profiles.get(c, here), growth)
+            runners[(m, c)](warm, min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
         except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
             if m == "ar":
                 raise
@@ -274,11 +279,17 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
                 settings={**(settings or {}), "methods": list(dict.fromkeys(m for m, _ in order)),
                           "max_new_tokens": max_new_tokens, "repeats": repeats, "budget": budget, "prune": prune,
                           "warmup_tokens": warmup_tokens, "prompts": len(prompts), "model_on": list(profiles),
-                          "prune_modelled": prune_modelled or prune},
+                          "prune_modelled": prune_modelled or prune, "growth": _growth_name(growth)},
                 profiles={c: {"device": p.device, "source": p.source} for c, p in profiles.items()},
                 skipped=skipped)
     records = pd.DataFrame(rows)
     return BenchResult(records, summarize(records), meta, skipped)
+
+
+def _growth_name(growth: dict | None) -> str:
+    from treegraft_lab.config import DecodeConfig
+
+    return DecodeConfig(**(growth or {})).growth
 
 
 def _record(q: dict, ids: list[int], method: str, repeat: int, out: dict, ref: list[int], clock: str = "wall") -> dict:

@@ -12,6 +12,15 @@ if TYPE_CHECKING:  # the annotation only: `import treegraft_lab.config` stays fr
 
 NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle")
 EXPANSIONS = ("per_parent", "global")
+# Named tree-growth rules: DecodeConfig overrides. "release": the authors' release (the defaults);
+# "lookup": the release's rule plus prompt lookup's draft (16 tokens) under the root at the first
+# small step, its tail joining the frontier, and small steps skipped where they cannot pay; "compact": the global top-W children per step, no chains, every unscored node reselectable.
+GROWTHS = {
+    "release": {},
+    "lookup": {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1},
+    "compact": {"expansion": "global", "ngram_chain": False, "lookback": None},
+}
+GROWTH_FIELDS = ("expansion", "ngram_chain", "chain_len", "lookback", "lookup", "chain_frontier", "min_step_p")
 
 
 def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
@@ -47,7 +56,14 @@ class DecodeConfig:
     up to 100 new nodes a step); "global" keeps only the global top-W children over the whole
     frontier (at most W new nodes a step: small trees, for devices where every node costs).
     ngram_chain: each n-gram continuation is added as a chain of up to max(1, ngram_max - (step-1))
-    tokens (`chain_len`: a fixed length instead, e.g. 10 as in prompt lookup). max_nodes: drafting cap on live nodes (None: 1 + children + depth * width * children, 511
+    tokens (`chain_len`: a fixed length instead, e.g. 10 as in prompt lookup). lookup: at the
+    round's first small step the root also gets, as one chain, the up to `lookup` tokens HF prompt
+    lookup would draft (its matching rule: the last 2 committed tokens, else the last one, at their
+    earliest occurrence), so the tree holds prompt lookup's draft and may run deeper than D; every
+    chain token is scored like any n-gram node (0: off, the release). chain_frontier: that chain's
+    deepest node joins the next frontier candidates (N_k), so later small steps may extend it.
+    min_step_p: a small step after the first is skipped (nothing drafted, nothing priced) when the
+    best node it would expand has path probability exp(s) below this (0: never; release). max_nodes: drafting cap on live nodes (None: 1 + children + depth * width * children, 511
     by default); the tree is cut only once, to the budget. lookback: at a mid step the reselection
     pool is every live node whose depth is within `lookback` depths above the deepest frontier depth
     (5 with D = 5: every depth up to the frontier, root included); None: every live node the mid
@@ -72,6 +88,9 @@ class DecodeConfig:
     children: int = 10
     ngram_chain: bool = True
     chain_len: int | None = None
+    lookup: int = 0
+    chain_frontier: bool = False
+    min_step_p: float = 0.0
     max_nodes: int | None = None
     lookback: int | None = 5
     budget: int | str = 63
@@ -105,6 +124,13 @@ class DecodeConfig:
         need(self.chain_len is None or (isinstance(self.chain_len, int) and self.chain_len >= 1),
              f"chain_len must be an integer >= 1 (tokens per n-gram chain) or None (the release's lengths), "
              f"got {self.chain_len!r}")
+        need(isinstance(self.lookup, int) and not isinstance(self.lookup, bool) and self.lookup >= 0,
+             f"lookup must be an integer >= 0 (tokens of prompt lookup's draft grafted under the root at the "
+             f"first small step; 0: off), got {self.lookup!r}")
+        need(isinstance(self.chain_frontier, bool), f"chain_frontier must be True or False, got {self.chain_frontier!r}")
+        need(isinstance(self.min_step_p, (int, float)) and 0 <= self.min_step_p < 1,
+             f"min_step_p must be a probability in [0, 1) (a small step after the first is skipped when its best "
+             f"frontier node's path probability is below it; 0: never), got {self.min_step_p!r}")
         need(self.max_nodes is None or (isinstance(self.max_nodes, int) and self.max_nodes >= 2),
              f"max_nodes (the drafting cap, root included) must be an integer >= 2 or None, got {self.max_nodes!r}")
         need(self.lookback is None or (isinstance(self.lookback, int) and self.lookback >= 0),
@@ -138,6 +164,16 @@ class DecodeConfig:
         if self.max_nodes is not None:
             return self.max_nodes
         return 1 + self.children + self.depth * self.width * self.children
+
+    @property
+    def growth(self) -> str:
+        """The name of the growth rule in `GROWTHS` this config's growth fields match, else "custom"
+        (`children`, `max_nodes` and the n-gram sizes are not part of the name)."""
+        base = DecodeConfig.__dataclass_fields__
+        for name, over in GROWTHS.items():
+            if all(getattr(self, f) == over.get(f, base[f].default) for f in GROWTH_FIELDS):
+                return name
+        return "custom"
 
     @property
     def greedy(self) -> bool:

@@ -21,6 +21,7 @@ The round API other modules drive (replay, trajectory collection, the views): `r
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -224,14 +225,35 @@ class TreeGraftDecoder:
             frontier = graft.top_by_score(tree, pool, cfg.width)
             proposals = self.mid.propose(tree, frontier, cfg.width, children)
         else:
-            self._draft_ms += self.profile.small_ms
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
+            if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
+                return StepResult(pool, [], [], [], fwd, t)  # a step from so unlikely a node cannot pay for itself
+            self._draft_ms += self.profile.small_ms
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
             proposals = self.small.propose(tree, frontier, cfg.width, children, chain)
         n0 = len(tree)
+        tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
+        if tails and cfg.chain_frontier:
+            new = list(dict.fromkeys(new + tails))
         landed = set(new)
         return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t)
+
+    def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
+        """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
+        it (so at the round's first small step); returns the chains' deepest nodes."""
+        props = self.small.lookup(self.config.lookup)
+        todo = [p for p in props if not _holds(tree, [p[1], *(t[0] for t in p[4])])]
+        if not todo:
+            return []
+        graft.graft(tree, todo, SMALL, k, self.config.non_destructive, None)
+        ends = []
+        for p in todo:
+            v = 0
+            for tok in [p[1], *(t[0] for t in p[4])]:
+                v = tree.children[v][tok]
+            ends.append(v)
+        return ends
 
     def mid_backlog(self) -> int:
         """Committed tokens the mid drafter has not forwarded yet and its next call forwards too
@@ -383,6 +405,16 @@ class TreeGraftDecoder:
             "prefill_s": prefill,
             "wall_s": wall,
         }
+
+
+def _holds(tree: DraftTree, tokens: list[int]) -> bool:
+    """True when the live path root -> tokens exists in the tree."""
+    v = 0
+    for tok in tokens:
+        v = tree.children[v].get(tok, -1)
+        if v < 0 or not tree.alive[v]:
+            return False
+    return True
 
 
 def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len: int | None = None):

@@ -17,6 +17,12 @@ release's rule; the n-gram drafter backs off from the longest matching n-gram to
 until it has that many distinct first tokens) or return the global top-W children over the whole
 frontier. An n-gram continuation may carry a chain: the tokens that followed its most recent
 occurrence in the committed text, each scored like a first token given the path before it.
+
+Prompt lookup. `NgramIndex.lookup_match` applies the matching rule of HF prompt lookup decoding
+(transformers' PromptLookupCandidateGenerator): the last 2 committed tokens, else the last one,
+at their EARLIEST occurrence that some token followed; the draft is the up to L tokens from
+there. `NgramDrafter.lookup` hangs that draft under the root as one chain, scored like any other
+chain, so a tree holding it offers the target every token prompt lookup would.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from treegraft_lab import kv
 from treegraft_lab.tree import MID, DraftTree
 
 Proposal = tuple[int, int, float, int]  # (parent id, token, log p, n-gram size or 0)
+LOOKUP_NGRAM = 2  # HF prompt lookup's max_matching_ngram_size default
 
 
 class NgramIndex:
@@ -40,6 +47,9 @@ class NgramIndex:
         self.table: dict[tuple[int, ...], dict[int, int]] = {}
         self.last: dict[tuple[int, ...], dict[int, int]] = {}  # n-gram -> {next token: its latest position}
         self.hits: list[bool] = []  # per token: was it the index's top-1 guess just before it came?
+        # n-gram (n <= max(nmax, LOOKUP_NGRAM)) -> position of the token after its earliest / latest occurrence
+        self.first: dict[tuple[int, ...], int] = {}
+        self.latest: dict[tuple[int, ...], int] = {}
 
     def extend(self, tokens: list[int]) -> None:
         """Append committed tokens: O(nmax) dictionary updates per token, never a rebuild."""
@@ -48,9 +58,11 @@ class NgramIndex:
             i = len(seq)
             _, hit = self.lookup(seq[-self.nmax :])
             self.hits.append(bool(hit) and max(hit, key=hit.get) == t)
-            for n in range(self.nmin, self.nmax + 1):
-                if i >= n:
-                    g = tuple(seq[i - n : i])
+            for n in range(1, min(max(self.nmax, LOOKUP_NGRAM), i) + 1):
+                g = tuple(seq[i - n : i])
+                self.first.setdefault(g, i)
+                self.latest[g] = i
+                if n >= self.nmin and n <= self.nmax:
                     d = table.setdefault(g, {})
                     d[t] = d.get(t, 0) + 1
                     self.last.setdefault(g, {})[t] = i
@@ -105,6 +117,18 @@ class NgramIndex:
             ctx.append(tok)
         return tuple(out)
 
+    def lookup_match(self, latest: bool = False, ngram: int = LOOKUP_NGRAM) -> tuple[int, int] | None:
+        """HF prompt lookup's match: (n, position of the first drafted token) for the last `ngram`
+        committed tokens, else fewer, at their earliest (`latest`: latest) occurrence that a token
+        followed; None when even the last token never occurred before."""
+        seq = self.tokens
+        where = self.latest if latest else self.first
+        for n in range(min(ngram, len(seq) - 1), 0, -1):
+            pos = where.get(tuple(seq[-n:]))
+            if pos is not None:
+                return n, pos
+        return None
+
     def match_size(self) -> int:
         """n of the longest n-gram ending the committed text that occurred before (0: none)."""
         return self.lookup(self.tokens[-self.nmax :])[0]
@@ -142,6 +166,24 @@ class NgramDrafter:
                 out.append((tree.score[f] + lp, prop))
         out.sort(key=lambda x: -x[0])
         return [p for _, p in (out if children is not None else out[:width])]
+
+
+    def lookup(self, length: int, latest: bool = False) -> list[Proposal]:
+        """Prompt lookup's draft of up to `length` tokens as one chain under the root (node 0),
+        from the earliest occurrence (HF's rule) and, with `latest`, also from the latest one.
+        Every token is scored by `NgramIndex.edge` given the path before it, like any chain."""
+        idx = self.index
+        suffix = idx.tokens[-idx.nmax :]
+        out: list[Proposal] = []
+        for pick in (False, True) if latest else (False,):
+            m = idx.lookup_match(pick)
+            if m is None:
+                continue
+            tok = idx.tokens[m[1]]
+            e = idx.edge(suffix, tok)
+            if e is not None:
+                out.append((0, tok, e[1], e[0], idx.chain(suffix, m[1], length)))
+        return out
 
 
 class ModelDrafter:

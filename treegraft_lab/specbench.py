@@ -72,8 +72,10 @@ def check_writable(folder) -> Path:
 # ---------------------------------------------------------------------------------- decoding
 
 
-def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = "topk"):
-    """A callable `(messages, max_new_tokens) -> dict` decoding one turn with `method` (wall clock)."""
+def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", clock="wall",
+                        growth: dict | None = None):
+    """A callable `(messages, max_new_tokens) -> dict` decoding one turn with `method` (timed on the
+    wall clock; `clock`: the resolved profile its decisions read; growth: DecodeConfig overrides)."""
     from treegraft_lab import bench
     from treegraft_lab.baselines import CascadeDecoder
     from treegraft_lab.config import DecodeConfig
@@ -92,7 +94,8 @@ def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = 
             return {**out, "decoding_steps": n, "accept_lengths": [1] * n}
 
         return run_plain
-    cfg = DecodeConfig(budget=budget, prune=prune, **({"schedule": "mid"} if method == "csd" else bench.TREE_METHODS[method]))
+    cfg = DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
+                       **({"schedule": "mid"} if method == "csd" else bench.TREE_METHODS[method]))
     dec = CascadeDecoder(pair, cfg) if method == "csd" else TreeGraftDecoder(pair, cfg)
 
     def run_tree(messages: list[dict], max_new_tokens: int) -> dict:
@@ -111,7 +114,7 @@ _SUMMED = ("wall_s", "rounds", "accepted", "mid_calls", "draft_s", "verify_s", "
 
 def answer_questions(pair, questions: list[dict], methods, folder, max_new_tokens: int = 256, budget: int | str = 63,
                      prune: str = "topk", model_id: str | None = None, warmup_tokens: int = 16,
-                     progress: bool = True) -> pd.DataFrame:
+                     progress: bool = True, growth: dict | None = None) -> pd.DataFrame:
     """Decode every turn of every question with each method; write `folder/<method>.jsonl`.
 
     Methods run interleaved question by question, in an order rotated from question to question
@@ -123,7 +126,7 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
 
     from tqdm.auto import tqdm
 
-    from treegraft_lab import bench
+    from treegraft_lab import bench, measure
 
     methods = list(dict.fromkeys(["ar", *methods]))
     bad = [m for m in methods if m not in answer_methods()]
@@ -134,7 +137,8 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
         raise TreeGraftError("no questions to answer")
     folder = check_writable(folder)
     model_id = model_id or getattr(pair, "name", "model")
-    runners = {m: conversation_runner(pair, m, budget, prune) for m in methods}
+    here = measure.resolve("wall", pair)  # this device's profile, resolved once for every decoder
+    runners = {m: conversation_runner(pair, m, budget, prune, here, growth) for m in methods}
     for run in runners.values():  # warm-up, untimed
         run([{"role": "user", "content": questions[0]["turns"][0]}], min(warmup_tokens, max_new_tokens))
     files = {m: open(folder / f"{m}.jsonl", "w", encoding="utf-8") for m in methods}

@@ -477,10 +477,10 @@ class SchedulePlayground(W.VBox):
 
     def base_config(self) -> Any:
         """The replays' common DecodeConfig: the recorded run's growth rule, budget, pruning, profile."""
-        from treegraft_lab.config import DecodeConfig
+        from treegraft_lab.config import GROWTH_FIELDS, DecodeConfig
 
-        keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "expansion", "children", "ngram_chain",
-                "chain_len", "max_nodes", "lookback")  # the recorded run's growth rule too
+        keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "children", "max_nodes",
+                *GROWTH_FIELDS)  # the recorded run's growth rule too
         base = {k: self.cfg[k] for k in keys if k in self.cfg}
         return DecodeConfig(**base, budget=int(self.budget.value), prune=self.prune.value, clock=self.clock.value)
 

@@ -21,8 +21,13 @@ import time
 
 from treegraft_lab.commands.common import (
     _int,
+    add_clock_arguments,
+    add_growth_arguments,
     add_pair_arguments,
-    add_prune_argument,
+    check_scheduler,
+    check_settings,
+    clocks_from_args,
+    growth_from_args,
     load_pair_from_args,
 )
 
@@ -39,14 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit-per-category", type=int, default=None, help="first N prompts of each category")
     parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
     parser.add_argument("--budget", default="63", help="verification budget of the tree methods, or auto")
-    add_prune_argument(parser)
-    parser.add_argument("--model-on", default="", metavar="PROFILES",
-                        help="comma-separated device profiles (names such as a100-paper, or JSON files) to also run the "
-                             "tree methods on and price every method with (tables labelled 'modelled on <profile>')")
-    parser.add_argument("--prune-modelled", default=None, choices=("topk", "value"),
-                        help="pruning rule on the modelled profiles (default: --prune)")
-    parser.add_argument("--model-only", action="store_true",
-                        help="with --model-on: run the tree methods on the modelled profiles only (not on the wall clock)")
+    add_clock_arguments(parser)
+    add_growth_arguments(parser)
     parser.add_argument("--warmup-tokens", type=int, default=16, help="tokens of the untimed warm-up per method")
     parser.add_argument("--out", default=None, help="output folder (default: data/bench/<pair>-<timestamp>)")
     parser.add_argument("--json", action="store_true", help="print one JSON object of speedups")
@@ -71,6 +70,12 @@ def run(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 1 or args.repeats < 1:
         raise TreeGraftError("--max-new-tokens and --repeats must be >= 1")
     budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
+    growth = growth_from_args(args)
+    clocks = clocks_from_args(args)
+    check_settings([bench.TREE_METHODS[m]["schedule"] for m in methods if m in bench.TREE_METHODS], budget, growth,
+                   clocks)  # a bad setting is refused here, before any model loads
+    if "adaptive" in methods and args.methods != ",".join(bench.DEFAULT_METHODS):  # asked for by name
+        check_scheduler(args, clocks, growth)
     if args.answers:  # every check before a model loads
         if args.model_on:
             raise TreeGraftError("--answers times the wall clock, as Spec-Bench does: leave out --model-on")
@@ -88,12 +93,12 @@ def run(args: argparse.Namespace) -> int:
                 **_drafter_info(getattr(pair, "mid_id", "")), "prompt_suite": str(args.prompts), "split": args.split,
                 "limit_per_category": args.limit_per_category, "command": "treegraft-lab " + shlex.join(cli)}
     if args.answers:
-        result, table = _answers(pair, prompts, methods, args, budget, settings)
+        result, table = _answers(pair, prompts, methods, args, budget, settings, growth)
     else:
         result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
                                  args.warmup_tokens, prune=args.prune, progress=not args.json, settings=settings,
                                  model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
-                                 prune_modelled=args.prune_modelled, model_only=args.model_only)
+                                 prune_modelled=args.prune_modelled, model_only=args.model_only, growth=growth)
         table = specbench.speedup_table(specbench.records_per_question(result.records))
     out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
     bench.save(result, out)
@@ -111,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _answers(pair, prompts, methods, args, budget, settings):
+def _answers(pair, prompts, methods, args, budget, settings, growth):
     """Spec-Bench mode: answer files written, then the bench's tables and Spec-Bench's from them."""
     import os
 
@@ -119,7 +124,7 @@ def _answers(pair, prompts, methods, args, budget, settings):
 
     meta = {"hardware": bench.hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     records = specbench.answer_questions(pair, prompts, methods, args.answers, args.max_new_tokens, budget, args.prune,
-                                         warmup_tokens=args.warmup_tokens, progress=not args.json)
+                                         warmup_tokens=args.warmup_tokens, progress=not args.json, growth=growth)
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"), budgets={}, skipped={},
                 settings={**settings, "methods": list(dict.fromkeys(["ar", *methods])), "max_new_tokens": args.max_new_tokens,
                           "budget": budget, "prune": args.prune, "answers": str(args.answers),

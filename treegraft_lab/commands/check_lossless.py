@@ -16,8 +16,10 @@ import json
 import sys
 
 from treegraft_lab.commands.common import (
+    add_clock_arguments,
     add_growth_arguments,
     add_pair_arguments,
+    clocks_from_args,
     growth_from_args,
     load_pair_from_args,
     with_profile,
@@ -37,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--float32-logits", action="store_true",
                         help="the target's head computes logits in float32 (verification and the reference alike)")
     add_growth_arguments(parser)
+    add_clock_arguments(parser)
     add_pair_arguments(parser)
 
 
@@ -84,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit, per_category=args.per_category)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
-    configs = {s: DecodeConfig(schedule=s, budget=args.budget, **growth_from_args(args)) for s in schedules}  # validates early
+    configs = {s if c == "wall" else f"{s}@{c}": DecodeConfig(schedule=s, budget=args.budget, prune=p, clock=c, **growth_from_args(args))
+               for s in schedules for c, p in clocks_from_args(args)}  # validates early
     pair = load_pair_from_args(args, require_mid=any(c.schedule_name != "small" for c in configs.values()))
     matches, total, failures = 0, 0, []
     for q in tqdm(prompts, desc="check-lossless", disable=args.json):

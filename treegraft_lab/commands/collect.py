@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from treegraft_lab.commands.common import add_prune_argument
+from treegraft_lab.commands.common import add_prune_argument, growth_from_args
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import TRAJECTORIES_DIR
 
@@ -50,6 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--width", type=int, default=10)
     parser.add_argument("--budget", type=int, default=63)
     add_prune_argument(parser)
+    parser.add_argument("--growth", default="release", choices=("lookup", "release", "compact"),
+                        help="tree growth rule of the replayed rounds (config.GROWTHS; default: %(default)s)")
+    parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
@@ -103,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     pair = load_pair(None if args.target else args.pair, target=args.target, mid=args.mid, device=args.device,
                      dtype=args.dtype)
     out = args.out or TRAJECTORIES_DIR / pair.name.replace("/", "_")
-    decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune}
+    decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune, **growth_from_args(args)}
     prompts = load_prompts(args.prompts, split=args.split, limit=args.limit, per_category=args.per_category)
     if not prompts:
         raise TreeGraftError(f"no prompts in {args.prompts!r} for --split {args.split}: a file without a split field "

@@ -28,18 +28,77 @@ def add_prune_argument(parser: argparse.ArgumentParser) -> None:
                              "nodes worth their verification time on this device")
 
 
+def add_clock_arguments(parser: argparse.ArgumentParser, prune: str = "topk") -> None:
+    """--prune, --model-on, --prune-modelled, --model-only (bench and check-lossless)."""
+    add_prune_argument(parser)
+    parser.set_defaults(prune=prune)
+    parser.add_argument("--model-on", default="", metavar="PROFILES",
+                        help="comma-separated device profiles (names such as a100-paper, or JSON files) to also run the "
+                             "tree methods on, every decision on that profile's costs (tables labelled 'modelled on <profile>')")
+    parser.add_argument("--prune-modelled", default=None, choices=("topk", "value"),
+                        help="pruning rule on the modelled profiles (default: --prune)")
+    parser.add_argument("--model-only", action="store_true",
+                        help="with --model-on: run the tree methods on the modelled profiles only (not on the wall clock)")
+
+
+def clocks_from_args(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(clock, prune) pairs of --prune / --model-on / --prune-modelled / --model-only; each
+    profile is checked to load (a name or a JSON file), before any model loads."""
+    from treegraft_lab import costs
+
+    profiles = [c.strip() for c in args.model_on.split(",") if c.strip()]
+    for p in profiles:
+        costs.load(p)  # refuses an unknown profile in one line
+    wall = [] if args.model_only and profiles else [("wall", args.prune)]
+    return wall + [(p, args.prune_modelled or args.prune) for p in profiles]
+
+
+DEFAULT_GROWTH = "lookup"  # the product's speed default: the growth measured fastest (README, "Benchmark")
+
+
 def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--growth", default="release", choices=("release", "compact"),
-                        help="release (default): per-parent top-k children, n-gram chains, reselection depth window; "
-                             "compact: the global top-W children per step, no chains, every unscored node reselectable")
+    parser.add_argument("--growth", default=DEFAULT_GROWTH, choices=("lookup", "release", "compact"),
+                        help=f"lookup: the release's rule plus prompt lookup's 10-token draft grafted under the root; "
+                             f"release: per-parent top-k children, n-gram chains, reselection depth window (the "
+                             f"authors' release); compact: the global top-W children per step, no chains, every "
+                             f"unscored node reselectable (default: {DEFAULT_GROWTH})")
     parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k, release growth)")
 
 
 def growth_from_args(args: argparse.Namespace) -> dict:
     """DecodeConfig options of --growth / --children."""
-    if args.growth == "compact":
-        return {"expansion": "global", "ngram_chain": False, "lookback": None}
-    return {"children": args.children}
+    from treegraft_lab.config import GROWTHS
+
+    return dict(GROWTHS[args.growth]) if args.growth == "compact" else {**GROWTHS[args.growth], "children": args.children}
+
+
+def check_settings(schedules, budget, growth: dict, clocks: list[tuple[str, str]], **kw) -> None:
+    """Build the DecodeConfig of every (schedule, clock) so that a bad budget, schedule, growth or
+    pruning rule is refused in one line before any model loads."""
+    from treegraft_lab.config import DecodeConfig
+
+    for s in schedules:
+        for clock, prune in clocks:
+            DecodeConfig(schedule=s, budget=budget, prune=prune, clock=clock, **growth, **kw)
+
+
+def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], growth: dict) -> None:
+    """Refuse schedule "adaptive" in one line, before any model loads, when the named pair has no
+    scheduler for a (clock, prune, growth) asked for (a pair given by --target/--mid is checked
+    when it loads)."""
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.errors import TreeGraftError
+    from treegraft_lab.schedule.adaptive import default_folder
+
+    if args.target or args.mid:
+        return
+    name, kind = args.pair or "smollm2-pocket", DecodeConfig(**growth).growth
+    for clock, prune in clocks:
+        folder = default_folder(name, clock, prune, kind, args.device, args.dtype)
+        if not (folder / "scheduler.json").is_file():
+            raise TreeGraftError(f"no scheduler for pair {name!r} with clock {clock!r}, prune={prune!r}, {kind} growth "
+                                 f"(looked in {folder}): pick another clock, prune or growth, or train one with "
+                                 f"`treegraft-lab collect` and `treegraft-lab train-scheduler`")
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:

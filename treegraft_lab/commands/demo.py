@@ -1,8 +1,11 @@
-"""`treegraft-lab demo`: one prompt, plain decoding against TreeGraft and HF prompt lookup.
+"""`treegraft-lab demo`: three prompts, plain decoding against TreeGraft and HF prompt lookup.
 
 Prints this device's cost profile and what it implies, then a short table (tokens/s, speedup,
-tokens per round, lossless) measured here with the settings the profile recommends, and the same
-methods modelled on the paper's A100 profile (`a100-paper`, labelled modelled).
+speedup on each prompt, tokens per round, lossless) measured here with the settings the profile
+recommends, and the same methods modelled on the paper's A100 profile (`a100-paper`, labelled
+modelled). The prompts show where each method helps: one that copies from its prompt (a function
+to rewrite), one in between (questions about a given text), one with nothing to copy (a poem).
+Every method generates once on a warm-up prompt, untimed, before anything is timed.
 """
 
 from __future__ import annotations
@@ -12,16 +15,40 @@ import time
 
 from treegraft_lab.errors import TreeGraftError
 
-DEFAULT_PROMPT = (
-    "Write a Python function `fib(n)` that returns the n-th Fibonacci number iteratively, "
-    "with a docstring and two examples."
-)
+PROMPTS = {  # kind -> one user message
+    "copies": ("Add type hints and a docstring to this function; keep its body exactly as it is.\n\n"
+               "def moving_average(values, window):\n    result = []\n    total = 0.0\n"
+               "    for i, value in enumerate(values):\n        total += value\n        if i >= window:\n"
+               "            total -= values[i - window]\n        if i >= window - 1:\n"
+               "            result.append(total / window)\n    return result\n"),
+    "in between": ("The library opens at 9 am on weekdays and at 10 am on Saturdays. It is closed on Sundays. "
+                   "Members may borrow up to five books for three weeks. Late books cost 20 cents a day.\n\n"
+                   "When does the library open on Saturdays, how many books may a member borrow, and for how long?"),
+    "fresh": "Write a short poem about a lighthouse keeper who waits for a storm.",
+}
+WARMUP_PROMPT = "List three facts about the moon."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", default="smollm2-pocket", help="a registered pair name")
-    parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="one user message")
+    parser.add_argument("--prompt", default=None, help="one user message instead of the three built-in prompts")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate")
+
+
+def _dtype(name: str) -> str:
+    """"auto", or float32 where the auto dtype has no trained scheduler on this device and float32
+    has one (adaptive would otherwise be skipped)."""
+    from treegraft_lab.commands.common import DEFAULT_GROWTH
+    from treegraft_lab.schedule.adaptive import default_folder
+
+    def has(dtype: str) -> bool:
+        return any((default_folder(name, "wall", p, DEFAULT_GROWTH, dtype=dtype) / "scheduler.json").is_file()
+                   for p in ("value", "topk"))
+
+    if has("auto") or not has("float32"):
+        return "auto"
+    print("note: float32, the dtype this device's scheduler was trained for")
+    return "float32"
 
 
 def _load(name: str):
@@ -32,7 +59,7 @@ def _load(name: str):
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pair = load_pair(name, require_mid=False)
+        pair = load_pair(name, require_mid=False, dtype=_dtype(name))
     for w in caught:
         if "loading the target alone" in str(w.message):
             print(f"note: {w.message}")
@@ -49,17 +76,21 @@ def recommended(prof) -> dict:
     return {"prune": "value" if steep else "topk", "budget": 63}
 
 
-def _table(result, clock: str) -> list[str]:
-    s = result.summary[(result.summary.clock == clock) & (result.summary.category == "overall")].set_index("method")
+def _table(result, clock: str, kinds: list[str]) -> list[str]:
+    summ = result.summary[result.summary.clock == clock]
+    s = summ[summ.category == "overall"].set_index("method")
+    per = summ.set_index(["method", "category"]).speedup
     rec = result.records[result.records.clock == clock]
-    rows = [f"  {'method':<24}{'tokens/s':>9}{'speedup':>9}{'tokens/round':>14}  lossless"]
+    cols = "".join(f"{k:>12}" for k in kinds) if len(kinds) > 1 else ""
+    rows = [f"  {'method':<24}{'tokens/s':>9}{'speedup':>9}{cols}{'tokens/round':>14}  lossless"]
     for m, label in METHODS.items():
         if m not in s.index:
             continue
         r = s.loc[m]
         tpr = "-" if r.tokens_per_round != r.tokens_per_round else f"{r.tokens_per_round:.2f}"
         lossless = "yes" if bool(rec[rec.method == m].match.all()) else "NO"
-        rows.append(f"  {label:<24}{r.tokens_per_s:>9.1f}{r.speedup:>8.2f}x{tpr:>14}  {lossless}")
+        each = "".join(f"{per.get((m, k), float('nan')):>11.2f}x" for k in kinds) if cols else ""
+        rows.append(f"  {label:<24}{r.tokens_per_s:>9.1f}{r.speedup:>8.2f}x{each}{tpr:>14}  {lossless}")
     return rows
 
 
@@ -73,29 +104,39 @@ def run(args: argparse.Namespace) -> int:
           f"{str(pair.dtype).removeprefix('torch.')}; loaded in {time.perf_counter() - t0:.1f} s")  # fmt: skip
     print(f"dtype {pair.dtype_reason}; forward path: {pair.forward_path}")
     from treegraft_lab import bench, costs, measure
+    from treegraft_lab.commands.common import DEFAULT_GROWTH
     from treegraft_lab.commands.profile import implication
+    from treegraft_lab.config import GROWTHS
 
     prof = measure.for_pair(pair)
     rec = recommended(prof)
     print(f"device profile {prof.name} ({prof.device}; {prof.source}):\n  {implication(prof)}")
     print(f"  recommended here: prune={rec['prune']}, budget {rec['budget']} (at most; value pruning sizes each round)")
-    print(f"prompt: {args.prompt}\n")
+    prompts = {"your prompt": args.prompt} if args.prompt else PROMPTS
+    for kind, text in prompts.items():
+        print(f"prompt ({kind}): {text.splitlines()[0][:100]}{' ...' if len(text) > 100 or chr(10) in text else ''}")
+    print()
     methods = list(METHODS) if pair.mid is not None else ["ar", "small", "hf-pld"]
     if pair.mid is None:
         print("note: no mid drafter, so only the n-gram drafter's methods run\n")
-    result = bench.run_bench(pair, [{"question_id": "demo", "category": "demo", "turns": [args.prompt]}], methods,
-                             args.max_new_tokens, budget=rec["budget"], prune=rec["prune"], warmup_tokens=8,
-                             progress=False, model_on=["a100-paper"], prune_modelled="topk")
+    growth = GROWTHS[DEFAULT_GROWTH]
+    result = bench.run_bench(pair, [{"question_id": k, "category": k, "turns": [t]} for k, t in prompts.items()], methods,
+                             args.max_new_tokens, budget=rec["budget"], prune=rec["prune"], warmup_tokens=32,
+                             progress=False, model_on=["a100-paper"], prune_modelled="topk", growth=growth,
+                             warmup_prompt=WARMUP_PROMPT)
+    kinds = list(prompts)
     n = args.max_new_tokens
-    print(f"Measured on this machine ({prof.device}; {n} new tokens, greedy, prune={rec['prune']}):")
-    print("\n".join(_table(result, "wall")))
+    print(f"Measured on this machine ({prof.device}; {n} new tokens a prompt, greedy, prune={rec['prune']}, "
+          f"{DEFAULT_GROWTH} growth; speedup over all prompts, then on each):")
+    print("\n".join(_table(result, "wall", kinds)))
     a100 = costs.load("a100-paper")
     print("\nModelled on a100-paper (the paper's A100 step costs, not measured: data/profiles/README.md; the same "
           "models run, every decision and every time on that profile; prune=topk, budget 63):")
-    print("\n".join(_table(result, "a100-paper")))
+    print("\n".join(_table(result, "a100-paper", kinds)))
     print(f"  ({implication(a100)})")
     for k, v in result.skipped.items():
         print(f"skipped {k}: {v}")
-    print(f"\n(speedup: tokens/s over plain decoding on the same prompt; lossless: output identical to plain decoding; "
+    print(f"\n(speedup: tokens/s over plain decoding on the same prompt, the mean over prompts; every method generated "
+          f"once on a warm-up prompt first, untimed; lossless: output identical to plain decoding; "
           f"{time.perf_counter() - t0:.0f} s in all)")
     return 0

@@ -8,7 +8,9 @@ import json
 from treegraft_lab.commands.common import (
     add_config_arguments,
     add_pair_arguments,
+    check_scheduler,
     config_from_args,
+    growth_from_args,
     load_pair_from_args,
     with_profile,
 )
@@ -27,7 +29,9 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.hooks import record
 
-    config = config_from_args(args)
+    config = config_from_args(args)  # a bad setting is refused here, before any model loads
+    if config.schedule_name == "adaptive":
+        check_scheduler(args, [("wall", config.prune)], growth_from_args(args))
     pair = load_pair_from_args(args, require_mid=config.schedule_name not in ("small",))
     dec = TreeGraftDecoder(pair, with_profile(config, pair))
     if args.record:

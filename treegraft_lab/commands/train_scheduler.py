@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from treegraft_lab import costs
+    from treegraft_lab.config import DecodeConfig
     from treegraft_lab.schedule import artifact
-    from treegraft_lab.schedule.adaptive import profile_class
+    from treegraft_lab.schedule.adaptive import growth_suffix, profile_class
     from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS
     from treegraft_lab.training.collect import apply_costs
     from treegraft_lab.training.distill import n_params, train_pipeline
@@ -70,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
                              "collect and merge the trajectories again")
     decode = info["shard_meta"][0]["collect"]["decode"]
     prune = decode.get("prune", "topk")
+    growth = DecodeConfig(**{k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__
+                             and k not in ("schedule", "clock")}).growth  # the trees it learns on
     prof = costs.DeviceProfile.from_dict(info["profile"], f"{info_path}'s profile")
     if args.profile:
         if prune == "value":
@@ -108,10 +111,11 @@ def run(args: argparse.Namespace) -> int:
     art = artifact.SchedulerArtifact(
         args.pair, D, input_names(chosen, D), chosen, weights, student.xs.mean.tolist(), student.xs.std.tolist(),
         student.y_mean, student.y_std,
-        {"profile_class": profile_class(prof), "profile_name": prof.name, "prune": prune, **meta, "training": record})
+        {"profile_class": profile_class(prof), "profile_name": prof.name, "prune": prune, "growth": growth, **meta,
+         "training": record})
     if art.params != n_params(student.net) or art.params != artifact.PARAMS:
         raise TreeGraftError(f"the student has {art.params} parameters, expected {artifact.PARAMS}")
-    out = args.out or SCHEDULER_DIR / name / f"{profile_class(prof)}-{prune}"
+    out = args.out or SCHEDULER_DIR / name / f"{profile_class(prof)}-{prune}{growth_suffix(growth)}"
     vw = {k: v for k, v in value.net.state_dict().items()}
     vw.update({"x_mean": torch.from_numpy(value.xs.mean), "x_std": torch.from_numpy(value.xs.std),
                "y_mean": torch.from_numpy(value.ys.mean), "y_std": torch.from_numpy(value.ys.std)})

@@ -37,15 +37,22 @@ def profile_class(profile) -> str:
     return profile.name
 
 
+def growth_suffix(growth: str) -> str:
+    """Artifacts are keyed by tree growth too: "" for the release's rule, "-<growth>" for another."""
+    return "" if growth == "release" else f"-{growth}"
+
+
 def artifact_folder(pair, config, profile=None) -> Path | None:
-    """`config.scheduler_path`, else `data/scheduler/<pair>/<profile class>-<prune>/`; None when
-    the pair has no name."""
+    """`config.scheduler_path`, else `data/scheduler/<pair>/<profile class>-<prune>[-<growth>]/`;
+    None when the pair has no name."""
     if config.scheduler_path:
         return Path(config.scheduler_path)
     name = getattr(pair, "name", None) if pair is not None else None
     if not name:
         return None
-    return artifact_dir(name) / f"{profile_class(profile)}-{config.prune}" if profile is not None else artifact_dir(name)
+    if profile is None:
+        return artifact_dir(name)
+    return artifact_dir(name) / f"{profile_class(profile)}-{config.prune}{growth_suffix(config.growth)}"
 
 
 def settings_of(folder: Path) -> dict:
@@ -54,31 +61,34 @@ def settings_of(folder: Path) -> dict:
     meta = art_io.read_meta(folder)
     cls = meta.get("profile_class", "")
     named = cls and not cls.startswith(("cpu-", "cuda-", "mps-"))
-    return {"clock": cls if named else "wall", "prune": meta.get("prune", "topk")}
+    return {"clock": cls if named else "wall", "prune": meta.get("prune", "topk"), "growth": meta.get("growth", "release")}
 
 
-def default_folder(pair_name: str, clock: str = "wall", prune: str = "value") -> Path:
-    """The artifact folder for a pair under `clock` and `prune`, without loading a model (for
-    "wall": this machine's device type and the dtype `dtype="auto"` picks)."""
+def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", growth: str = "release",
+                   device: str = "auto", dtype: str = "auto") -> Path:
+    """The artifact folder for a pair under `clock`, `prune` and `growth`, without loading a model
+    (for "wall": the device type and dtype that `device` and `dtype` resolve to on this machine)."""
     if clock == "wall":
-        dev = resolve_device("auto")
-        cls = f"{dev.type}-{str(resolve_dtype('auto', dev)).removeprefix('torch.')}"
+        dev = resolve_device(device)
+        cls = f"{dev.type}-{str(resolve_dtype(dtype, dev)).removeprefix('torch.')}"
     else:
         cls = profile_class(costs.load(clock))
-    return artifact_dir(pair_name) / f"{cls}-{prune}"
+    return artifact_dir(pair_name) / f"{cls}-{prune}{growth_suffix(growth)}"
 
 
-def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path) -> None:
-    """Refuse, in one line, an artifact trained for another pair, profile class or pruning rule."""
-    want = {"pair": pair_name, "profile": profile_class(profile), "prune": prune}
-    got = {"pair": meta.get("pair"), "profile": meta.get("profile_class"), "prune": meta.get("prune")}
+def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path, growth: str = "release") -> None:
+    """Refuse, in one line, an artifact trained for another pair, profile class, pruning rule or
+    tree growth (an artifact that records none was trained on the release's growth)."""
+    want = {"pair": pair_name, "profile": profile_class(profile), "prune": prune, "growth": growth}
+    got = {"pair": meta.get("pair"), "profile": meta.get("profile_class"), "prune": meta.get("prune"),
+           "growth": meta.get("growth", "release")}
     bad = [k for k in want if want[k] and got[k] != want[k]]
     if bad:
         raise TreeGraftError(
             f"the scheduler in {folder} was trained for " + ", ".join(f"{k} {got[k]!r}" for k in bad)
             + ", not " + ", ".join(f"{want[k]!r}" for k in bad)
-            + f": use the clock and prune it was trained for, or train one with `treegraft-lab collect --profile ... "
-              f"--prune {prune}` and `treegraft-lab train-scheduler`")
+            + f": use the clock, prune and growth it was trained for, or train one with `treegraft-lab collect --profile ... "
+              f"--prune {prune} --growth {growth}` and `treegraft-lab train-scheduler`")
 
 
 class AdaptivePolicy:
@@ -110,14 +120,16 @@ class AdaptivePolicy:
         if not (folder / art_io.META_NAME).is_file() and not config.scheduler_path and folder.parent.is_dir():
             have = sorted(p.name for p in folder.parent.iterdir() if (p / art_io.META_NAME).is_file())
             raise TreeGraftError(
-                f"no scheduler for pair {name!r} on profile {profile_class(profile)!r} with prune={config.prune!r} "
+                f"no scheduler for pair {name!r} on profile {profile_class(profile)!r} with prune={config.prune!r}, "
+                f"growth {config.growth!r} "
                 f"(looked in {folder}); trained ones: {', '.join(have) or 'none'}: pick a matching clock/prune, or "
                 f"train one with `treegraft-lab collect` and `treegraft-lab train-scheduler`")
         art = art_io.load(folder)
         if art.depth != config.depth:
             raise TreeGraftError(f"the scheduler in {folder} was trained for depth {art.depth}, but depth={config.depth}; "
                                  "use that depth or train a scheduler for this one")
-        check_match({"pair": art.pair, **art.meta}, None if config.scheduler_path else name, profile, config.prune, folder)
+        check_match({"pair": art.pair, **art.meta}, None if config.scheduler_path else name, profile, config.prune, folder,
+                    config.growth)
         return cls(art)
 
     def features(self, ctx) -> list[float]:

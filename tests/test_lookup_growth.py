@@ -1,0 +1,197 @@
+"""Growth "lookup": prompt lookup's draft (HF's matching rule) is a branch of the tree, deeper than
+D, scored like any n-gram chain so that pruning keeps it when it scores best."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+from treegraft_lab.budget import ValuePruner
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.costs import DeviceProfile
+from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.drafters import NgramDrafter, NgramIndex
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.tiny import tiny_pair
+from treegraft_lab.tree import DraftTree
+
+# "9 1 2" first continues with 3 4 5 6 7 8 10 11 12 13 (earliest), later with 3 40 41 (latest)
+CONTEXT = [9, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 20, 21, 1, 2, 3, 40, 41, 22, 23, 1, 2]
+PLD_DRAFT = [3, 4, 5, 6, 7, 8, 10, 11, 12, 13]
+
+
+def hf_draft(tokens: list[int], length: int = 10) -> list[int]:
+    """The candidates transformers' prompt lookup drafts after `tokens` (greedy, no EOS)."""
+    gen = PromptLookupCandidateGenerator(num_output_tokens=length, max_matching_ngram_size=2, max_length=10_000)
+    ids, _ = gen.get_candidates(torch.tensor([tokens]))
+    return ids[0, len(tokens):].tolist()
+
+
+def our_draft(tokens: list[int], length: int = 10) -> list[int]:
+    small = NgramDrafter(5, 1)
+    small.index.extend(tokens)
+    props = small.lookup(length)
+    return [props[0][1], *(t[0] for t in props[0][4])] if props else []
+
+
+def path_of(tree: DraftTree, tokens: list[int]) -> list[int]:
+    v, out = 0, []
+    for tok in tokens:
+        v = tree.children[v][tok]
+        out.append(v)
+    return out
+
+
+def started(**cfg) -> TreeGraftDecoder:
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), DecodeConfig(**cfg))
+    dec.start(CONTEXT)
+    return dec
+
+
+def test_the_lookup_draft_is_hf_prompt_lookups_draft():
+    assert our_draft(CONTEXT) == hf_draft(CONTEXT) == PLD_DRAFT  # the earliest occurrence, 10 tokens
+    rng = random.Random(0)
+    for _ in range(300):  # short texts over small vocabularies: repeats, overlaps, draft cut at the end
+        toks = [rng.randrange(rng.choice((3, 6, 20))) for _ in range(rng.randrange(2, 40))]
+        length = rng.choice((1, 4, 10))
+        assert our_draft(toks, length) == hf_draft(toks, length), toks
+
+
+def test_the_latest_occurrence_is_offered_too_when_asked():
+    small = NgramDrafter(5, 1)
+    small.index.extend(CONTEXT)
+    drafts = [[p[1], *(t[0] for t in p[4])] for p in small.lookup(10, latest=True)]
+    assert drafts == [PLD_DRAFT, [3, 40, 41, 22, 23, 1, 2]]  # the latest one ends where the text ends
+    assert NgramIndex().lookup_match() is None
+
+
+def test_the_first_small_step_grafts_the_lookup_chain_deeper_than_d():
+    dec = started(schedule="small", lookup=10)
+    tree = DraftTree.start(dec.root)
+    _, frontier, new, chain, _, _ = dec.draft_step(tree, 1, False, [0], [])
+    nodes = path_of(tree, PLD_DRAFT)
+    assert [tree.depth[v] for v in nodes] == list(range(1, 11)) and max(tree.depth) == 10 > dec.config.depth
+    assert nodes[0] in new and set(nodes[1:]) <= set(chain)  # the first token joins N_k as usual
+    dec.draft_step(tree, 2, False, new, frontier)
+    assert path_of(tree, PLD_DRAFT) == nodes and all(tree.step[v] == 1 for v in nodes)  # grafted once a round
+
+
+def test_a_round_that_starts_with_a_mid_step_grafts_it_at_its_first_small_step():
+    dec = started(schedule="10101", lookup=10)
+    tree = DraftTree.start(dec.root)
+    _, frontier, new, _, _, _ = dec.draft_step(tree, 1, True, [0], [])
+    with pytest.raises(KeyError):
+        path_of(tree, PLD_DRAFT)
+    dec.draft_step(tree, 2, False, new, frontier)
+    assert all(tree.step[v] in (1, 2) for v in path_of(tree, PLD_DRAFT))
+
+
+def test_without_lookup_the_release_tree_stops_at_depth_d():
+    dec = started(schedule="small")
+    tree = DraftTree.start(dec.root)
+    last, exp = [0], []
+    for k in range(1, 6):
+        _, exp, last, _, _, _ = dec.draft_step(tree, k, False, last, exp)
+    assert max(tree.depth) == 5
+    with pytest.raises(TreeGraftError, match="lookup"):
+        DecodeConfig(lookup=-1)
+
+
+def test_top_k_pruning_keeps_the_whole_chain_when_its_nodes_score_best():
+    ctx = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18] * 3 + [7, 8]  # a text copied three times
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), DecodeConfig(schedule="small", lookup=10))
+    dec.start(ctx)
+    tree = DraftTree.start(dec.root)
+    dec.draft_step(tree, 1, False, [0], [])
+    chain = path_of(tree, [9, 10, 11, 12, 13, 14, 15, 16, 17, 18])
+    best = sorted(range(1, len(tree)), key=lambda v: -tree.score[v])[:10]
+    assert sorted(best) == chain  # a unique 5-gram continuation scores 5/6 at every depth
+    assert tree.prune(10) == [0, *chain]
+    pruner = ValuePruner(DeviceProfile("flat", {1: 10.0, 64: 10.0}, {}, 1.0))  # verifying is free: keep what is likely
+    assert set(chain) <= set(pruner.prune(tree, 63))
+
+
+def test_the_lookup_chains_tail_joins_the_frontier_when_asked():
+    dec = started(schedule="small", lookup=10, chain_frontier=True)
+    tree = DraftTree.start(dec.root)
+    _, _, new, _, _, _ = dec.draft_step(tree, 1, False, [0], [])
+    assert path_of(tree, PLD_DRAFT)[-1] in new  # depth 10: the next small step may extend it
+
+
+def test_a_small_step_from_unlikely_nodes_is_skipped_and_not_priced():
+    dec = started(schedule="small", lookup=10, min_step_p=0.9)
+    tree = DraftTree.start(dec.root)
+    _, frontier, new, _, _, _ = dec.draft_step(tree, 1, False, [0], [])  # the first step always drafts
+    n, ms = len(tree), dec._draft_ms
+    assert max(tree.score[v] for v in new) < -0.2  # no node as likely as 0.9
+    pool, frontier, new, chain, _, _ = dec.draft_step(tree, 2, False, new, frontier)
+    assert (frontier, new, chain, len(tree), dec._draft_ms) == ([], [], [], n, ms)
+    with pytest.raises(TreeGraftError, match="min_step_p"):
+        DecodeConfig(min_step_p=1.0)
+    with pytest.raises(TreeGraftError, match="chain_frontier"):
+        DecodeConfig(chain_frontier=1)
+
+
+def test_the_growth_presets_are_named_by_their_fields():
+    from treegraft_lab.config import GROWTHS
+
+    assert DecodeConfig().growth == "release"
+    assert all(DecodeConfig(**over).growth == name for name, over in GROWTHS.items())
+    assert DecodeConfig(lookup=3).growth == "custom"
+
+
+def test_a_scheduler_trained_on_release_trees_never_drives_lookup_trees(tmp_path):
+    from treegraft_lab.config import GROWTHS
+    from treegraft_lab.schedule.adaptive import artifact_folder, check_match
+
+    meta = {"pair": "p", "profile_class": "a100-paper", "prune": "topk"}  # no growth recorded: the release's
+    prof = type("Prof", (), {"name": "a100-paper", "key": {}})()
+    check_match(meta, "p", prof, "topk", tmp_path)  # release trees: fine
+    with pytest.raises(TreeGraftError, match="growth 'release'.*not 'lookup'"):
+        check_match(meta, "p", prof, "topk", tmp_path, "lookup")
+    check_match({**meta, "growth": "lookup"}, "p", prof, "topk", tmp_path, "lookup")
+    pair = type("Pair", (), {"name": "p"})()
+    assert artifact_folder(pair, DecodeConfig(), prof).name == "a100-paper-topk"
+    assert artifact_folder(pair, DecodeConfig(**GROWTHS["lookup"]), prof).name == "a100-paper-topk-lookup"
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["bench", "--budget", "-3"], "budget must be an integer >= 1"),
+    (["bench", "--methods", "small", "--budget", "x"], "--budget must be an integer"),
+    (["bench", "--model-on", "a100-nope"], "no device profile 'a100-nope'"),
+    (["generate", "hi", "--schedule", "10201"], "schedule '10201'"),
+    (["generate", "hi", "--budget", "0"], "budget must be an integer >= 1"),
+    (["check-lossless", "--prompts", "treegraft-suite", "--schedules", "small", "--model-on", "nope"], "no device profile"),
+])
+def test_bad_settings_are_refused_in_one_line_before_a_model_loads(argv, words, monkeypatch, capsys):
+    from treegraft_lab import cli, models
+
+    monkeypatch.setattr(models, "load_pair", lambda *a, **k: pytest.fail("a model was loaded"))
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1
+
+
+def test_check_lossless_takes_the_pruning_and_clock_options_of_bench(monkeypatch):
+    from treegraft_lab import cli, config
+    from treegraft_lab.commands import check_lossless
+
+    made = []
+
+    class Config(DecodeConfig):
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            made.append((self.clock, self.prune, self.growth))
+
+    def stop(*a, **k):
+        raise SystemExit(0)
+
+    monkeypatch.setattr(config, "DecodeConfig", Config)
+    monkeypatch.setattr(check_lossless, "load_pair_from_args", stop)
+    with pytest.raises(SystemExit):
+        cli.main(["check-lossless", "--prompts", "treegraft-suite", "--schedules", "adaptive", "--prune", "value",
+                  "--model-on", "a100-paper", "--prune-modelled", "topk"])
+    assert made == [("wall", "value", "lookup"), ("a100-paper", "topk", "lookup")]
