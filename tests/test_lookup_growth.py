@@ -71,7 +71,8 @@ def test_the_latest_occurrence_is_offered_too_when_asked():
 def test_the_first_small_step_grafts_the_lookup_chain_deeper_than_d():
     dec = started(schedule="small", lookup=10)
     tree = DraftTree.start(dec.root)
-    _, frontier, new, chain, _, _ = dec.draft_step(tree, 1, False, [0], [])
+    step = dec.draft_step(tree, 1, False, [0], [])
+    frontier, new, chain = step.frontier, step.new, step.chain
     nodes = path_of(tree, PLD_DRAFT)
     assert [tree.depth[v] for v in nodes] == list(range(1, 11)) and max(tree.depth) == 10 > dec.config.depth
     assert nodes[0] in new and set(nodes[1:]) <= set(chain)  # the first token joins N_k as usual
@@ -82,7 +83,8 @@ def test_the_first_small_step_grafts_the_lookup_chain_deeper_than_d():
 def test_a_round_that_starts_with_a_mid_step_grafts_it_at_its_first_small_step():
     dec = started(schedule="10101", lookup=10)
     tree = DraftTree.start(dec.root)
-    _, frontier, new, _, _, _ = dec.draft_step(tree, 1, True, [0], [])
+    step = dec.draft_step(tree, 1, True, [0], [])
+    frontier, new = step.frontier, step.new
     with pytest.raises(KeyError):
         path_of(tree, PLD_DRAFT)
     dec.draft_step(tree, 2, False, new, frontier)
@@ -94,7 +96,8 @@ def test_without_lookup_the_release_tree_stops_at_depth_d():
     tree = DraftTree.start(dec.root)
     last, exp = [0], []
     for k in range(1, 6):
-        _, exp, last, _, _, _ = dec.draft_step(tree, k, False, last, exp)
+        step = dec.draft_step(tree, k, False, last, exp)
+        exp, last = step.frontier, step.new
     assert max(tree.depth) == 5
     with pytest.raises(TreeGraftError, match="lookup"):
         DecodeConfig(lookup=-1)
@@ -117,17 +120,19 @@ def test_top_k_pruning_keeps_the_whole_chain_when_its_nodes_score_best():
 def test_the_lookup_chains_tail_joins_the_frontier_when_asked():
     dec = started(schedule="small", lookup=10, chain_frontier=True)
     tree = DraftTree.start(dec.root)
-    _, _, new, _, _, _ = dec.draft_step(tree, 1, False, [0], [])
+    new = dec.draft_step(tree, 1, False, [0], []).new
     assert path_of(tree, PLD_DRAFT)[-1] in new  # depth 10: the next small step may extend it
 
 
 def test_a_small_step_from_unlikely_nodes_is_skipped_and_not_priced():
     dec = started(schedule="small", lookup=10, min_step_p=0.9)
     tree = DraftTree.start(dec.root)
-    _, frontier, new, _, _, _ = dec.draft_step(tree, 1, False, [0], [])  # the first step always drafts
+    step = dec.draft_step(tree, 1, False, [0], [])  # the first step always drafts
+    frontier, new = step.frontier, step.new
     n, ms = len(tree), dec._draft_ms
     assert max(tree.score[v] for v in new) < -0.2  # no node as likely as 0.9
-    pool, frontier, new, chain, _, _ = dec.draft_step(tree, 2, False, new, frontier)
+    step = dec.draft_step(tree, 2, False, new, frontier)
+    frontier, new, chain = step.frontier, step.new, step.chain
     assert (frontier, new, chain, len(tree), dec._draft_ms) == ([], [], [], n, ms)
     with pytest.raises(TreeGraftError, match="min_step_p"):
         DecodeConfig(min_step_p=1.0)
