@@ -118,7 +118,7 @@ def main() -> None:
     prof = costs.load(args.profile)
     decoder_module.TargetVerifier = ReferenceVerifier
     tok = AutoTokenizer.from_pretrained(refs["target"])
-    target = type("Target", (), {"device": torch.device("cpu"), "generation_config": None,
+    target = type("Target", (), {"device": torch.device("cpu"), "generation_config": None, "parameters": lambda self: iter(()),
                                  "config": type("C", (), {"max_position_embeddings": 8192})()})()
     pair = type("Pair", (), {"name": "smollm2-pocket", "mid": None, "tokenizer": tok, "target": target})()
     ar_tps = 1.0 / prof.target_ms(1)

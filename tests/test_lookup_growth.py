@@ -80,6 +80,16 @@ def test_the_first_small_step_grafts_the_lookup_chain_deeper_than_d():
     assert path_of(tree, PLD_DRAFT) == nodes and all(tree.step[v] == 1 for v in nodes)  # grafted once a round
 
 
+def test_the_lookup_draft_is_matched_once_per_committed_text(monkeypatch):
+    dec = started(schedule="small", lookup=10)
+    calls = []
+    real = dec.small.lookup
+    monkeypatch.setattr(dec.small, "lookup", lambda *a, **k: calls.append(len(dec.small.index.tokens)) or real(*a, **k))
+    dec.run_round()
+    dec.run_round()
+    assert len(calls) == 2 and calls[0] < calls[1]  # one match a round (five small steps), anew after a commit
+
+
 def test_a_round_that_starts_with_a_mid_step_grafts_it_at_its_first_small_step():
     dec = started(schedule="10101", lookup=10)
     tree = DraftTree.start(dec.root)

@@ -127,6 +127,7 @@ class ValuePruner:
 
     def __init__(self, profile) -> None:
         self.profile = profile
+        self._verify_ms: list[float] = []  # verify_ms(k) for k = 1.., read from the profile once
         self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials]
         self.tokens, self.ms = 0, 0.0
 
@@ -147,9 +148,15 @@ class ValuePruner:
             out[v] = out[tree.parent[v]] * self.edge_chance(tree, v) if tree.alive[v] else 0.0
         return out
 
+    def verify_ms(self, tokens: int) -> float:
+        """The profile's verification cost of `tokens` tokens (the root included), tabulated."""
+        while len(self._verify_ms) < tokens:
+            self._verify_ms.append(self.profile.target_ms(len(self._verify_ms) + 1))
+        return self._verify_ms[tokens - 1]
+
     def rate(self) -> float:
         """lam: tokens per ms the run earns, at least plain decoding's."""
-        floor = 1.0 / self.profile.target_ms(1)
+        floor = 1.0 / self.verify_ms(1)
         return max(floor, self.tokens / self.ms) if self.ms > 0 else floor
 
     def prune(self, tree, budget: int) -> list[int]:
@@ -158,10 +165,10 @@ class ValuePruner:
         order = sorted((v for v in range(1, len(tree)) if tree.alive[v]), key=lambda v: (-chance[v], tree.depth[v], v))
         order = order[:budget]
         lam = self.rate()
-        total, best, best_k = 0.0, -lam * self.profile.target_ms(1), 0
+        total, best, best_k = 0.0, -lam * self.verify_ms(1), 0
         for k, v in enumerate(order, 1):
             total += chance[v]
-            value = total - lam * self.profile.target_ms(k + 1)
+            value = total - lam * self.verify_ms(k + 1)
             if value > best:
                 best, best_k = value, k
         return sorted([0, *order[:best_k]])

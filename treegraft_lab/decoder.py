@@ -125,6 +125,7 @@ class TreeGraftDecoder:
         self.root = ids[-1]
         self.small = NgramDrafter(cfg.ngram_max, cfg.ngram_min)
         self.small.index.extend(ids)
+        self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
         self.target = TargetVerifier(self.pair.target)
         self.target.prefill(ids[:-1])
         self.mid = None
@@ -242,7 +243,10 @@ class TreeGraftDecoder:
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
         it (so at the round's first small step); returns the chains' deepest nodes."""
-        props = self.small.lookup(self.config.lookup)
+        n = len(self.small.index.tokens)  # the draft depends only on the committed text: once a round
+        if self._lookup_at[0] != n:
+            self._lookup_at = (n, self.small.lookup(self.config.lookup))
+        props = self._lookup_at[1]
         todo = [p for p in props if not _holds(tree, [p[1], *(t[0] for t in p[4])])]
         if not todo:
             return []
