@@ -64,3 +64,20 @@ def test_the_oracle_walk_is_no_slower_than_any_fixed_mask(replays):
         s = regime.summary(regime.price(reps, prof, ["all-small", "all-mid", "oracle", "best-fixed"])).set_index("schedule")
         assert s.loc["oracle", "speedup"] >= s.loc["best-fixed", "speedup"] - 1e-9
         assert s.loc["best-fixed", "speedup"] >= max(s.loc["all-small", "speedup"], s.loc["all-mid", "speedup"]) - 1e-9
+
+
+def test_the_regime_command_refuses_bad_ratios_in_one_line(capsys):
+    from treegraft_lab import cli
+
+    assert cli.main(["regime", "--ratios", "0.1:x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--ratios" in err
+
+
+def test_ratio_profiles_set_the_scheduler_cost_ratio():
+    from treegraft_lab.costs import scheduler_costs
+
+    cfg = DecodeConfig(**GROWTHS["lookup"])
+    for r, prof in regime.ratio_profiles(costs.load("a100-paper"), [0.02, 0.6, 1.0]):
+        t_tgt, t_mid = scheduler_costs(prof, cfg)
+        assert t_mid / t_tgt == pytest.approx(r) and prof.target == costs.load("a100-paper").target

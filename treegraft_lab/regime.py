@@ -71,10 +71,10 @@ def collect(pair, prompts: list[dict], config: DecodeConfig, max_new: int = 64, 
         L, ended = len(cont), cont[-1] in stop
         done: dict[int, dict[str, int]] = {}  # start -> {schedule: next start}
         meta = {"qid": str(p["question_id"]), "category": p.get("category", ""), "length": L, "ended": ended}
-        old = have[have["qid"] == meta["qid"]] if have is not None and len(have) else pd.DataFrame()
-        for j, g in old.groupby("pos"):
+        old = have[have["qid"] == meta["qid"]] if have is not None and len(have) else None
+        for j, g in old.groupby("pos") if old is not None else ():
             done[int(j)] = {sc: int(j) + a + 1 for sc, a in zip(g["schedule"], g["accepted"])}
-        rows.extend(old.to_dict("records"))
+        rows.extend(old.to_dict("records") if old is not None else [])
 
         def replay(j: int, ids=ids, cont=cont, full=full, done=done, meta=meta) -> None:
             dec.start(ids + cont[:j])

@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
                     prev = pd.read_parquet(old)
                     runs = pd.concat([prev[~prev["ratio"].isin(ratios)], runs], ignore_index=True)
                 runs.to_parquet(old, index=False)
+    if args.decode and not (folder / "replays.parquet").is_file():
+        return 0  # decoded before the replays were collected: the map waits for them
     df, _ = regime.load(folder)
     reps = regime.split(df, cfg.depth)
     m = regime.regime_map(reps, base, ratios, args.schedules.split(","))

@@ -25,7 +25,7 @@ def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, floa
     """`m`: one row per (ratio, schedule) with speedup, tau, mid_calls_per_round (`regime.summary`
     rows with a `ratio` column; adaptive runs as schedules of their own). `band`: ratios to shade;
     `marks`: name -> ratio; `curves`: name -> DeviceProfile whose verification curve is drawn."""
-    fig = PlotFigure(figsize=(10, 7.4), layout="constrained")
+    fig = PlotFigure(figsize=(8.4, 7.0), layout="constrained")  # 840 px: the notebook's output area
     axes = list(fig.subplots(2, 2).flat)
     ratios = sorted(m["ratio"].unique())
     for ax, (col, label) in zip(axes, PANELS):
