@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
             df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have)
             regime.save(df, folder, {**meta, "starts_cap": args.starts})
         if args.decode:
+            folder.mkdir(parents=True, exist_ok=True)
             for name, path in schedulers.items():  # one file per scheduler: runs for other ratios are kept
                 runs = regime.decode(pair, prompts, cfg, regime.ratio_profiles(base, ratios), {name: path}, args.max_new)
                 old = folder / f"decodes-{base.name}-{name}.parquet"
