@@ -221,10 +221,12 @@ def price(reps: list[Replays], profile: DeviceProfile, schedules: list[str]) -> 
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per schedule: mean speedup over prompts (the bench's definition), tokens per round
+    """Per schedule: mean speedup over prompts (the bench's definition), pooled speedup (all
+    prompts' plain-decoding ms / their ms: long answers weigh more, copy-heavy ones less), tokens per round
     (acceptance length, the paper's: accepted + 1 per round) and mid calls per round."""
     g = df.groupby("schedule", sort=False)
     out = pd.DataFrame({"speedup": g["speedup"].mean(),
+                        "speedup_pooled": (df["ms"] * df["speedup"]).groupby(df["schedule"], sort=False).sum() / g["ms"].sum(),
                         "tau": (g["accepted"].sum() + g["rounds"].sum()) / g["rounds"].sum(),
                         "mid_calls_per_round": g["mid_calls"].sum() / g["rounds"].sum()})
     if "mask" in df:
@@ -287,16 +289,16 @@ def regime_map(reps: list[Replays], base: DeviceProfile, ratios: list[float], sc
     return pd.concat(parts, ignore_index=True)
 
 
-def oracle_band(m: pd.DataFrame, margin: float = 1.05) -> list[float]:
-    """The ratios where the oracle beats both endpoints by at least `margin`."""
-    w = m.pivot_table(index="ratio", columns="schedule", values="speedup")
+def oracle_band(m: pd.DataFrame, margin: float = 1.05, col: str = "speedup") -> list[float]:
+    """The ratios where the oracle beats both endpoints by at least `margin` (on `col`)."""
+    w = m.pivot_table(index="ratio", columns="schedule", values=col)
     return [float(r) for r in w.index if w.loc[r, "oracle"] >= margin * max(w.loc[r, "all-small"], w.loc[r, "all-mid"])]
 
 
-def crossing(m: pd.DataFrame) -> float | None:
-    """The ratio where all-small and all-mid cross (log-linear between the map's ratios); None
-    when one endpoint wins everywhere."""
-    w = m.pivot_table(index="ratio", columns="schedule", values="speedup").sort_index()
+def crossing(m: pd.DataFrame, col: str = "speedup") -> float | None:
+    """The ratio where all-small and all-mid cross on `col` (log-linear between the map's ratios);
+    None when one endpoint wins everywhere."""
+    w = m.pivot_table(index="ratio", columns="schedule", values=col).sort_index()
     d = np.log(w["all-mid"] / w["all-small"])
     for (r0, d0), (r1, d1) in zip(d.items(), list(d.items())[1:]):
         if d0 >= 0 > d1 or d0 < 0 <= d1:

@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     reps = regime.split(df, cfg.depth)
     m = regime.regime_map(reps, base, ratios, args.schedules.split(","))
     runs = regime.load_decodes(folder, base.name)
+    runs = runs[runs["qid"].isin({r.qid for r in reps})] if len(runs) else runs  # the replayed prompts only
     parts = [regime.summary(g).assign(ratio=r) for r, g in runs.groupby("ratio") if any(abs(r - x) < 1e-9 for x in ratios)]
     m = pd.concat([m, *parts], ignore_index=True)
     table = m.pivot_table(index="ratio", columns="schedule", values="speedup", sort=False)

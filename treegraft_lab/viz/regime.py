@@ -25,7 +25,7 @@ def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, floa
     """`m`: one row per (ratio, schedule) with speedup, tau, mid_calls_per_round (`regime.summary`
     rows with a `ratio` column; adaptive runs as schedules of their own). `band`: ratios to shade;
     `marks`: name -> ratio; `curves`: name -> DeviceProfile whose verification curve is drawn."""
-    fig = PlotFigure(figsize=(8.4, 7.0), layout="constrained")  # 840 px: the notebook's output area
+    fig = PlotFigure(figsize=(8.4, 7.6), layout="constrained")  # 840 px: the notebook's output area
     axes = list(fig.subplots(2, 2).flat)
     ratios = sorted(m["ratio"].unique())
     for ax, (col, label) in zip(axes, PANELS):
@@ -44,7 +44,8 @@ def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, floa
         ax.set_xlabel("T_mid / T_tgt (log)")
         ax.set_title(label, fontsize=10)
         ax.grid(alpha=0.3, which="both", lw=0.5)
-    axes[0].legend(fontsize=7, loc="lower left", framealpha=0.85)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     if not curves:
         axes[-1].set_visible(False)
     else:
