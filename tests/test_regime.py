@@ -81,3 +81,11 @@ def test_ratio_profiles_set_the_scheduler_cost_ratio():
     for r, prof in regime.ratio_profiles(costs.load("a100-paper"), [0.02, 0.6, 1.0]):
         t_tgt, t_mid = scheduler_costs(prof, cfg)
         assert t_mid / t_tgt == pytest.approx(r) and prof.target == costs.load("a100-paper").target
+
+
+def test_the_stored_replays_price_on_any_profile_without_a_model(capsys):
+    from treegraft_lab import cli
+
+    assert cli.main(["regime", "--ratios", "0.05,0.6", "--schedules", "all-small,all-mid"]) == 0
+    out = capsys.readouterr().out
+    assert "all-small" in out and "all-mid" in out and "0.6" in out

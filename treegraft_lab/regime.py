@@ -292,6 +292,8 @@ def regime_map(reps: list[Replays], base: DeviceProfile, ratios: list[float], sc
 def oracle_band(m: pd.DataFrame, margin: float = 1.05, col: str = "speedup") -> list[float]:
     """The ratios where the oracle beats both endpoints by at least `margin` (on `col`)."""
     w = m.pivot_table(index="ratio", columns="schedule", values=col)
+    if not {"oracle", *ENDPOINTS} <= set(w.columns):
+        return []
     return [float(r) for r in w.index if w.loc[r, "oracle"] >= margin * max(w.loc[r, "all-small"], w.loc[r, "all-mid"])]
 
 
@@ -299,6 +301,8 @@ def crossing(m: pd.DataFrame, col: str = "speedup") -> float | None:
     """The ratio where all-small and all-mid cross on `col` (log-linear between the map's ratios);
     None when one endpoint wins everywhere."""
     w = m.pivot_table(index="ratio", columns="schedule", values=col).sort_index()
+    if not set(ENDPOINTS) <= set(w.columns):
+        return None
     d = np.log(w["all-mid"] / w["all-small"])
     for (r0, d0), (r1, d1) in zip(d.items(), list(d.items())[1:]):
         if d0 >= 0 > d1 or d0 < 0 <= d1:

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     print(table.round(3).to_string())
     band, cross = regime.oracle_band(m), regime.crossing(m)
     print(json.dumps({"oracle_band": band, "crossing": cross,
-                      "best_fixed": m[m.schedule == "best-fixed"].set_index("ratio")["mask"].to_dict()}))
+                      "best_fixed": m[m.schedule == "best-fixed"].set_index("ratio")["mask"].to_dict() if "mask" in m else {}}))
     if args.figure:
         from treegraft_lab.viz.regime import regime_figure
 
