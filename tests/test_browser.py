@@ -1,4 +1,4 @@
-"""The seven notebooks in a real browser: JupyterLab on localhost, headless Debian Chromium, Playwright.
+"""The eight notebooks in a real browser: JupyterLab on localhost, headless Debian Chromium, Playwright.
 
 Each notebook runs all its cells under SMOKE=1 (BROWSER_SMOKE=0: the full sizes); where it invites interaction the test interacts (the
 viewer's sliders and pruning switch, the animation's play button, the playground's toggles and
@@ -54,6 +54,11 @@ CHECKS_JS = r"""
       if (sc && sc !== el) continue;  // inside a box that scrolls sideways on purpose (the box itself is checked)
       if (shown(b) && (b.right > ob.right + 1 || b.left < ob.left - 1))
         out.push(['wider-than-output', `${el.tagName.toLowerCase()} ${Math.round(b.width)} px in ${Math.round(ob.width)} px`]);
+    }
+    for (const img of o.querySelectorAll('img')) {  // a figure scaled down to under half its size: its text is unreadable
+      const b = box(img);
+      if (img.complete && img.naturalWidth > 0 && shown(b) && b.width < 0.5 * img.naturalWidth)
+        out.push(['image-shrunk', `${img.naturalWidth} px image shown at ${Math.round(b.width)} px`]);
     }
     if (o.scrollWidth > o.clientWidth + 1 && !o.closest('.tg-scroll')) out.push(['wider-than-output', `scrolls: ${o.scrollWidth} px in ${o.clientWidth} px`]);
   }
@@ -168,6 +173,9 @@ def broken_twin() -> nbformat.NotebookNode:
         "fig(width=500, height=300)",
         tiny_run_cell(),
         *[code for code, _ in TREE_TWINS],
+        "from treegraft_lab.viz.regime import regime_figure\nf = regime_figure(pd.DataFrame({'ratio': [0.1, 1.0], "
+        "'schedule': ['all-small'] * 2, 'speedup': [2.0, 2.0], 'tau': [3.0, 3.0], 'mid_calls_per_round': [0.0, 0.0]}))\n"
+        "f.set_size_inches(26, 7)\nf",  # the regime map drawn far wider than the screen
     ]
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
@@ -208,7 +216,7 @@ TREE_TWINS = [  # a tree figure, or another view, with one defect each; the play
      "pg._check_stale = lambda: None  # the defect: no cue when a control moves\npg", None),
 ]
 TWIN_EXPECT = [None, "matplotlib-text", "widget-not-shown", "wider-than-output", "wider-than-output", "outside-figure",
-               "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS]
+               "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS] + ["image-shrunk"]
 WORDS = {"01_step_through.ipynb", "02_tree_growth_animation.ipynb", "06_schedule_playground.ipynb", TWIN}  # headers in words
 
 

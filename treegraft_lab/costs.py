@@ -34,6 +34,7 @@ from treegraft_lab.paths import DATA_DIR
 FORMAT = "treegraft-profile/1"
 PROFILES_DIR = DATA_DIR / "profiles"
 CONTEXT = 256
+SKIPPED = -1  # the size recorded for a draft step that did nothing (`DeviceProfile.step_ms`)
 
 
 def interpolate(curve: dict[int, float], n: float) -> float:
@@ -66,9 +67,17 @@ class DeviceProfile:
             raise TreeGraftError(f"profile {self.name!r} has no mid-drafter curve: measure it on a pair with a mid drafter")
         return interpolate(self.mid, tokens)
 
-    def step_ms(self, mid: bool, tokens: int = 0) -> float:
-        """One draft step: a mid call forwarding `tokens`, or one n-gram step."""
-        return self.mid_ms(tokens) if mid else self.small_ms
+    def step_ms(self, mid: bool, size: int = 0) -> float:
+        """One draft step, the single pricing rule of the decoder, replays and training rows.
+
+        `size` is a step's recorded size: for a mid step the tokens it forwarded (0: it forwarded
+        nothing and proposed from rows it had scored: priced as an n-gram step); for an n-gram
+        step its frontier nodes (any size costs `small_ms`); `SKIPPED` (-1) for a step the growth
+        skipped (lookup growth's `min_step_p`): 0 ms.
+        """
+        if size < 0:
+            return 0.0
+        return self.mid_ms(size) if mid and size > 0 else self.small_ms
 
     def round_ms(self, steps: list[tuple[bool, int]], kept: int) -> float:
         """A round priced from its sizes: draft steps (mid?, tokens forwarded) and a verification

@@ -31,7 +31,7 @@ import torch
 from treegraft_lab import graft, measure
 from treegraft_lab.budget import ValuePruner, auto_budget
 from treegraft_lab.config import DecodeConfig, parse_mask
-from treegraft_lab.costs import scheduler_costs
+from treegraft_lab.costs import SKIPPED, scheduler_costs
 from treegraft_lab.drafters import ModelDrafter, NgramDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import HookEvent, check_hooks, record
@@ -219,7 +219,7 @@ class TreeGraftDecoder:
         if call:
             pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft, cfg.lookback, expanded)  # WHERE
             fwd = graft.to_forward(tree, pool)
-            self._draft_ms += self.profile.mid_ms(self.mid_backlog() + len(fwd)) if fwd else self.profile.small_ms
+            size = self.mid_backlog() + len(fwd) if fwd else 0
             if fwd:
                 _, t = self.timed(self.mid.score, tree, fwd)
                 self._prompt_backlog = 0
@@ -228,17 +228,18 @@ class TreeGraftDecoder:
         else:
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
             if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
-                return StepResult(pool, [], [], [], fwd, t)  # a step from so unlikely a node cannot pay for itself
-            self._draft_ms += self.profile.small_ms
+                return StepResult(pool, [], [], [], fwd, t, SKIPPED)  # a step from so unlikely a node cannot pay for itself
+            size = len(frontier)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
             proposals = self.small.propose(tree, frontier, cfg.width, children, chain)
+        self._draft_ms += self.profile.step_ms(call, size)  # the one pricing rule (costs.DeviceProfile.step_ms)
         n0 = len(tree)
         tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
         if tails and cfg.chain_frontier:
             new = list(dict.fromkeys(new + tails))
         landed = set(new)
-        return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t)
+        return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t, size)
 
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds

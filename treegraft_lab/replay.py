@@ -8,8 +8,13 @@ pruned as the decoder prunes, and all of them are verified by one target forward
 of their token paths (`path_trie`), or one by one when that union is too large.
 
 A leaf records, per schedule: accepted draft tokens, kept nodes (root included), the size of
-each draft step (`size<k>`: tokens the mid drafter forwarded, or frontier nodes of an n-gram
-step) from which a `DeviceProfile` prices it, and the measured times (reported only).
+each draft step (`size<k>`, `StepResult.size`: tokens the mid drafter forwarded, its backlog
+included, 0 when it forwarded nothing; frontier nodes of an n-gram step; -1 for a step the growth
+skipped) from which `DeviceProfile.step_ms` prices it, the mid drafter's backlog at the round
+start (`backlog`) and after the round (`tail`: its pending committed tokens if the round called
+it, -1 if not: the backlog then grows by the tokens committed), and the measured times (reported
+only). With the backlog a replay from a fresh start is priced as a running decode prices it
+(`leaf_ms(..., backlog=...)`).
 """
 
 from __future__ import annotations
@@ -29,12 +34,10 @@ def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int],
                 expanded: list[int] = ()) -> tuple[StepResult, int]:
     """Draft step k through `TreeGraftDecoder.draft_step`. Returns (its StepResult, size).
 
-    size: tokens the mid drafter forwarded, its backlog of committed text included (mid step),
-    or frontier nodes (n-gram step): the x-axis of the profile's curves.
+    size: `StepResult.size`, what `DeviceProfile.step_ms` prices the step by.
     """
-    backlog = dec.mid_backlog()
     step = dec.draft_step(tree, k, call, last_new, expanded)
-    return step, (backlog + len(step.forwarded) if step.forwarded else 0) if call else len(step.frontier)
+    return step, step.size
 
 
 def path_trie(root: int, trees: list[tuple[DraftTree, list[int]]]) -> tuple[DraftTree, list[dict[int, int]]]:
@@ -60,8 +63,20 @@ def _onehot_rows(best: torch.Tensor, rows: list[int]) -> torch.Tensor:
     return out
 
 
+def accept_known(tree: DraftTree, kept: list[int], answer: list[int]) -> list[int]:
+    """The path greedy verification accepts when the target's greedy continuation is known: the
+    longest kept path from the root spelling a prefix of `answer` (root first)."""
+    keep, path = set(kept), [0]
+    for tok in answer:
+        v = tree.children[path[-1]].get(tok, -1)
+        if v not in keep:
+            break
+        path.append(v)
+    return path
+
+
 def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
-               max_trie: int = 1536) -> tuple[list[dict], list[dict], list[dict]]:
+               max_trie: int = 1536, answer: list[int] | None = None) -> tuple[list[dict], list[dict], list[dict]]:
     """Every schedule from the decoder's current round start, by DFS over shared prefixes.
 
     Returns (states, leaves, calls): states are the decision points (k, prefix, signals), leaves
@@ -69,7 +84,9 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
     With `shared_verify` all 2^D trees are verified by one target forward over their path trie
     (skipped when it exceeds `max_trie` nodes) and only `timed` randomly chosen schedules are also
     verified alone, timed (their acceptance is checked against the shared one: `leaf["check"]`).
-    Otherwise every verification is timed.
+    Otherwise every verification is timed. With `answer` (the target's greedy continuation from
+    this start, long enough for the deepest tree) acceptance is read from it (`accept_known`) and
+    the target is not run: greedy decoding accepts exactly that.
     """
     cfg, D = dec.config, dec.config.depth
     if not cfg.greedy:
@@ -80,17 +97,24 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
     leaves: list[dict] = []
     calls: list[dict] = []
     finals: list[tuple[DraftTree, list[int]]] = []
+    scored: list[set | None] = []  # per leaf: the nodes the mid drafter holds (None: not called)
+    backlog = dec.mid_backlog()
 
     def verify_alone(tree: DraftTree, kept: list[int]) -> tuple[int, float]:
         (path, _), t = dec.timed(lambda: accept_greedy(tree, kept, dec.target.forward_tree(tree, kept)))
         dec.target.rollback()
         calls.append({"kind": "verify", "n": len(kept), "ms": 1000 * t})
-        return len(path) - 1, 1000 * t
+        return path, 1000 * t
+
+    def tail(path: list[int], held: set | None) -> int:
+        """The mid drafter's pending tokens after committing `path` (ModelDrafter.commit); -1: not called."""
+        return -1 if held is None else len(path) - sum(1 for v in path if v in held)
 
     def leaf(tree: DraftTree, bits: tuple[int, ...], acc: dict) -> None:
         kept = dec.prune(tree)
         finals.append((tree, kept))
-        leaves.append({"schedule": "".join(map(str, bits)), "accepted": -1, "kept": len(kept),
+        scored.append(set(dec.mid.slot) if dec.mid.flushed else None)
+        leaves.append({"schedule": "".join(map(str, bits)), "accepted": -1, "kept": len(kept), "backlog": backlog, "tail": -1,
                        "nodes": sum(tree.alive), **acc, "meas_verify_ms": math.nan, "check": True})
 
     def visit(k: int, tree: DraftTree, bits: tuple[int, ...], last_new: list[int], expanded: list[int], acc: dict) -> None:
@@ -106,7 +130,7 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
             kind = "mid" if a else "small"
             calls.append({"kind": kind, "n": size, "ms": 1000 * t})
             unit = "tokens" if a else "nodes"
-            nxt = {**acc, f"n_{kind}": acc[f"n_{kind}"] + 1, f"{kind}_{unit}": acc[f"{kind}_{unit}"] + size,
+            nxt = {**acc, f"n_{kind}": acc[f"n_{kind}"] + 1, f"{kind}_{unit}": acc[f"{kind}_{unit}"] + max(size, 0),
                    f"size{k}": size, "meas_draft_ms": acc["meas_draft_ms"] + 1000 * t}
             visit(k + 1, child, bits + (a,), step.new, step.frontier, nxt)
             dec.restore(start)
@@ -115,26 +139,46 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
     try:
         visit(1, DraftTree.start(dec.root), (), [0], [],
               {"n_small": 0, "small_nodes": 0, "n_mid": 0, "mid_tokens": 0, "meas_draft_ms": 0.0})
+        if answer is not None:
+            for lf, (tree, kept), held in zip(leaves, finals, scored):
+                path = accept_known(tree, kept, answer)
+                lf["accepted"], lf["tail"] = len(path) - 1, tail(path, held)
+            return states, leaves, calls
         pick = set(random.Random(seed).sample(range(len(leaves)), min(timed, len(leaves))))
         trie, maps = path_trie(dec.root, finals) if shared_verify else (None, [])
         if trie is not None and len(trie) <= max_trie:
             best = dec.target.forward_tree(trie, list(range(len(trie)))).argmax(-1)
             dec.target.rollback()
-            for lf, (tree, kept), m in zip(leaves, finals, maps):
+            for lf, (tree, kept), m, held in zip(leaves, finals, maps, scored):
                 path, _ = accept_greedy(tree, kept, _onehot_rows(best, [m[v] for v in kept]))
-                lf["accepted"] = len(path) - 1
-        for i, (lf, (tree, kept)) in enumerate(zip(leaves, finals)):
+                lf["accepted"], lf["tail"] = len(path) - 1, tail(path, held)
+        for i, (lf, (tree, kept), held) in enumerate(zip(leaves, finals, scored)):
             if lf["accepted"] < 0 or i in pick:
-                acc, lf["meas_verify_ms"] = verify_alone(tree, kept)
-                lf["check"] = lf["accepted"] < 0 or acc == lf["accepted"]
-                lf["accepted"] = acc
+                path, lf["meas_verify_ms"] = verify_alone(tree, kept)
+                lf["check"] = lf["accepted"] < 0 or len(path) - 1 == lf["accepted"]
+                lf["accepted"], lf["tail"] = len(path) - 1, tail(path, held)
     finally:
         dec.replaying = False
     return states, leaves, calls
 
 
-def leaf_ms(profile, leaf: dict, depth: int) -> tuple[float, float]:
-    """(draft ms, verify ms) of a replayed schedule, priced by `profile` from its recorded sizes."""
+def sizes(leaf: dict, depth: int, backlog: int | None = None) -> list[int]:
+    """The schedule's step sizes; with `backlog`, the first forwarding mid step pays that backlog
+    instead of the replay's own (`leaf["backlog"]`): the round as a decode with that history has it."""
+    bits, out, first = leaf["schedule"], [], True
+    for k in range(1, depth + 1):
+        n = int(leaf[f"size{k}"])
+        if bits[k - 1] == "1" and n > 0 and first:
+            first = False
+            if backlog is not None:
+                n += backlog - int(leaf.get("backlog", 0))
+        out.append(n)
+    return out
+
+
+def leaf_ms(profile, leaf: dict, depth: int, backlog: int | None = None) -> tuple[float, float]:
+    """(draft ms, verify ms) of a replayed schedule, priced by `profile` from its recorded sizes
+    (`DeviceProfile.step_ms`, the decoder's own rule)."""
     bits = leaf["schedule"]
-    draft = sum(profile.step_ms(bits[k - 1] == "1", int(leaf[f"size{k}"])) for k in range(1, depth + 1))
+    draft = sum(profile.step_ms(b == "1", n) for b, n in zip(bits, sizes(leaf, depth, backlog)))
     return draft, profile.target_ms(leaf["kept"])

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 class StepResult:
     """What draft step k did. pool: the nodes WHERE considered; frontier: the nodes expanded; new:
     the nodes the first proposed tokens landed on (the next N_k); chain: nodes created below them
-    by n-gram chains; forwarded: the nodes the mid drafter scored; mid_s: its measured seconds."""
+    by n-gram chains; forwarded: the nodes the mid drafter scored; mid_s: its measured seconds;
+    size: what the step is priced by (`costs.DeviceProfile.step_ms`): tokens the mid drafter
+    forwarded, its backlog included (0: none), frontier nodes of an n-gram step, or -1 (skipped)."""
 
     pool: list[int]
     frontier: list[int]
@@ -23,6 +25,7 @@ class StepResult:
     chain: list[int]
     forwarded: list[int]
     mid_s: float = 0.0
+    size: int = 0
 
 
 @dataclass

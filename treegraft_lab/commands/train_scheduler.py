@@ -28,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=None,
                         help="re-price the trajectories with this device profile (a name or JSON file; default: the "
                              "one they were collected with). With prune=value, collect with that profile instead")
+    parser.add_argument("--family", default=None, metavar="PROFILES",
+                        help="one scheduler for a family of devices: comma-separated base profiles (names or JSON "
+                             "files), each with its mid curve scaled to every --family-ratios T_mid/T_tgt; the rows are "
+                             "priced on all of them; the artifact goes to <pair>/family-<prune>[-<growth>] and drives any "
+                             "clock (pass it as scheduler_path)")
+    parser.add_argument("--family-ratios", default="0.02:1:8", metavar="LO:HI:N",
+                        help="T_mid/T_tgt of the family, N log-spaced from LO to HI (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=None,
                         help="artifact folder (default: data/scheduler/<pair>/<profile class>-<prune>)")
     parser.add_argument("--signals", default=None,
@@ -80,6 +87,18 @@ def run(args: argparse.Namespace) -> int:
                                  f"`collect --profile {args.profile}` instead of re-pricing them")
         prof = costs.load(args.profile)
         df = apply_costs(df, prof, decode)
+    family = None
+    if args.family:
+        from treegraft_lab.regime import log_ratios, ratio_profiles
+
+        if prune == "value":
+            raise TreeGraftError("a family scheduler re-prices its rows on many profiles: collect them with --prune topk")
+        try:
+            lo, hi, n = args.family_ratios.split(":")
+            ratios = log_ratios(float(lo), float(hi), int(n))
+        except ValueError:
+            raise TreeGraftError(f"--family-ratios {args.family_ratios!r}: write LO:HI:N, e.g. 0.02:1:8") from None
+        family = [p for base in args.family.split(",") for _, p in ratio_profiles(costs.load(base), ratios)]
     splits = {m.get("split") for m in info.get("shard_meta", [])}
     if "eval" in splits or "all" in splits:
         raise TreeGraftError(f"{path} holds {sorted(splits)} prompts: train the scheduler on the train split only")
@@ -93,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     student, value, chosen, meta = train_pipeline(
         df, prof, args.pair, signals=signals, folds=args.folds, seed=args.seed, value_steps=args.value_steps,
         student_steps=args.student_steps, rank_steps=args.rank_steps,
-        offset="auto" if args.margin_offset == "auto" else float(args.margin_offset), decode=decode)
+        offset="auto" if args.margin_offset == "auto" else float(args.margin_offset), decode=decode, family=family)
     D = int(df["D"].iloc[0])
     lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
     weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
@@ -101,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         "trajectories": str(path), "rows": len(df), "prompts": int(df["qid"].nunique()),
         "round_starts": int(df["state"].nunique()), "categories": sorted(df["category"].unique().tolist()),
         "split": sorted(s for s in splits if s), "profile": prof.to_dict(),
+        "family": [p.to_dict() for p in family] if family else None,
         "drafter": {k: info.get("shard_meta", [{}])[0].get(k) for k in ("mid_id", "mid_training", "mid_final")},
         "collection": {k: info.get("shard_meta", [{}])[0].get(k) for k in ("collect", "decode", "dtype", "threads")},
         "train_args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if not k.startswith("_")},
@@ -111,11 +131,12 @@ def run(args: argparse.Namespace) -> int:
     art = artifact.SchedulerArtifact(
         args.pair, D, input_names(chosen, D), chosen, weights, student.xs.mean.tolist(), student.xs.std.tolist(),
         student.y_mean, student.y_std,
-        {"profile_class": profile_class(prof), "profile_name": prof.name, "prune": prune, "growth": growth, **meta,
+        {"profile_class": "family" if family else profile_class(prof), "profile_name": prof.name, "prune": prune, "growth": growth, **meta,
          "training": record})
     if art.params != n_params(student.net) or art.params != artifact.PARAMS:
         raise TreeGraftError(f"the student has {art.params} parameters, expected {artifact.PARAMS}")
-    out = args.out or SCHEDULER_DIR / name / f"{profile_class(prof)}-{prune}{growth_suffix(growth)}"
+    cls = "family" if family else profile_class(prof)
+    out = args.out or SCHEDULER_DIR / name / f"{cls}-{prune}{growth_suffix(growth)}"
     vw = {k: v for k, v in value.net.state_dict().items()}
     vw.update({"x_mean": torch.from_numpy(value.xs.mean), "x_std": torch.from_numpy(value.xs.std),
                "y_mean": torch.from_numpy(value.ys.mean), "y_std": torch.from_numpy(value.ys.std)})

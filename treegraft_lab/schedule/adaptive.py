@@ -79,7 +79,8 @@ def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", gr
 def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path, growth: str = "release") -> None:
     """Refuse, in one line, an artifact trained for another pair, profile class, pruning rule or
     tree growth (an artifact that records none was trained on the release's growth)."""
-    want = {"pair": pair_name, "profile": profile_class(profile), "prune": prune, "growth": growth}
+    family = meta.get("profile_class") == "family"  # trained on many profiles: it takes T_tgt / T_mid as inputs
+    want = {"pair": pair_name, "profile": None if family else profile_class(profile), "prune": prune, "growth": growth}
     got = {"pair": meta.get("pair"), "profile": meta.get("profile_class"), "prune": meta.get("prune"),
            "growth": meta.get("growth", "release")}
     bad = [k for k in want if want[k] and got[k] != want[k]]

@@ -16,7 +16,7 @@ replayed schedule accepts exactly what `TreeGraftDecoder.run_round` accepts with
 
 Costs. Every expansion and verification is timed (`meas_*` columns, a calls table; reported,
 never trained on) and its size logged (`size<k>`: tokens the mid drafter forwarded at a mid step,
-frontier nodes at an n-gram step; `kept`: nodes verified, root included). The `t_draft_ms` /
+frontier nodes at an n-gram step, -1 for a skipped step: `DeviceProfile.step_ms`; `kept`: nodes verified, root included). The `t_draft_ms` /
 `t_verify_ms` columns the scheduler trains on are those sizes priced by one `DeviceProfile`
 (treegraft_lab.costs): the profile the collection pruned with (this device's, or `--profile`), or
 another one at merge or training time, so trajectories collected on a CPU can model a GPU. With
@@ -57,10 +57,8 @@ def apply_costs(df: pd.DataFrame, prof: DeviceProfile, decode: dict | None = Non
     df = df.copy()
     D = int(df["D"].iloc[0]) if len(df) else 0
     draft = np.zeros(len(df))
-    for k in range(1, D + 1):
-        size = df[f"size{k}"].to_numpy(float)
-        mid = df[f"s{k}"].to_numpy() == 1
-        draft += np.where(mid, [prof.mid_ms(n) if m else 0.0 for n, m in zip(size, mid)], prof.small_ms)
+    for k in range(1, D + 1):  # the decoder's rule, DeviceProfile.step_ms
+        draft += [prof.step_ms(m, n) for m, n in zip(df[f"s{k}"].to_numpy() == 1, df[f"size{k}"].to_numpy(int))]
     df["t_draft_ms"] = draft
     df["t_verify_ms"] = [prof.target_ms(n) for n in df["kept"].to_numpy(float)]
     t_tgt, t_mid = scheduler_costs(prof, DecodeConfig(**(decode or {})))  # the schedule does not enter

@@ -40,7 +40,7 @@ def canonical_states(df: pd.DataFrame) -> pd.DataFrame:
 
     The row keeps the decision-time columns; its bits s1..sD hold the prefix (later bits zeroed).
     """
-    keys = [c for c in ("state", "cost_mid_scale", "cost_tgt_scale", "k", "prefix") if c in df.columns]
+    keys = [c for c in ("state", "cost_profile", "cost_mid_scale", "cost_tgt_scale", "k", "prefix") if c in df.columns]
     st = df.drop_duplicates(keys).reset_index(drop=True).copy()
     D = int(st["D"].iloc[0])
     for j in range(1, D + 1):
@@ -118,7 +118,7 @@ def replay_policy(df: pd.DataFrame, decide: Callable[[pd.DataFrame], np.ndarray]
     decide(states) -> bool per row, given canonical-state rows at one step k. Returns one row
     per round start: schedule, A, t_draft_ms, t_verify_ms.
     """
-    keys = [c for c in ("state", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
+    keys = [c for c in ("state", "cost_profile", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
     states = canonical_states(df).set_index([*keys, "k", "prefix"]).sort_index()
     roots = df.drop_duplicates(keys)[keys]
     prefix = pd.Series([""] * len(roots), index=pd.MultiIndex.from_frame(roots))
@@ -161,7 +161,7 @@ def compare_policies(df: pd.DataFrame, adaptive: pd.DataFrame,
     """Modelled tokens/s of the adaptive rounds (from `replay_policy`), fixed masks and the
     oracle (best schedules in hindsight, an upper bound) on the same round starts `df`; overall
     and per category (`by_category`)."""
-    keys = [c for c in ("state", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
+    keys = [c for c in ("state", "cost_profile", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
     first = df[df["k"] == 1]
 
     def table(cat: str | None) -> dict:
@@ -218,14 +218,15 @@ def choose_offset(folds: list[tuple[Student, pd.DataFrame]], signals: Sequence[s
 def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signals: Sequence[str] | None = None,
                    folds: int = 5, seed: int = 0, value_steps: int = 3000, student_steps: int = 4000,
                    rank_steps: int = 1200, offset: float | str = "auto", log: Callable[[str], None] = print,
-                   decode: dict | None = None) -> tuple:
+                   decode: dict | None = None, family: Sequence | None = None) -> tuple:
     """Rank signals, fit f_theta, label margins, fit g_psi; cross-validated scores, then final fits.
 
     offset: the margin offset tau subtracted from the labels of the final student (so that online
     `g_psi > 0` means "teacher margin > tau"); "auto" picks it by the grouped CV (`choose_offset`).
 
     prof: the DeviceProfile the rows are priced with; decode: the collection's DecodeConfig
-    settings (the scheduler's T_tgt / T_mid inputs depend on them).
+    settings (the scheduler's T_tgt / T_mid inputs depend on them). family: profiles to price the
+    rows on instead of scalings of `prof` (one scheduler for all of them; `value.augment_costs`).
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
@@ -239,7 +240,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     chosen = list(signals) if signals else list(table["signal"][:n_signals])
     log(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     log(f"chosen: {chosen}")
-    dfa = augment_costs(df, prof, seed=seed, decode=decode)
+    dfa = augment_costs(df, prof, copies=8 if family else 4, seed=seed, decode=decode, family=family)
     fold = group_folds(dfa["qid"], folds, seed)
     groups = dfa["qid"].to_numpy()
     X, Y = value_inputs(dfa, chosen, D), targets(dfa)

@@ -78,18 +78,20 @@ def targets(df: pd.DataFrame) -> np.ndarray:
 
 
 def augment_costs(df: pd.DataFrame, prof: DeviceProfile, copies: int = 4, seed: int = 0,
-                  decode: dict | None = None) -> pd.DataFrame:
-    """Each round start re-timed under `copies` distinct scalings of `prof` drawn from the grid.
+                  decode: dict | None = None, family: Sequence[DeviceProfile] | None = None) -> pd.DataFrame:
+    """Each round start re-timed under `copies` distinct scalings of `prof` drawn from the grid,
+    or, with `family`, under `copies` distinct profiles of the family (`cost_profile`: its index).
 
     Several copies per round start keep the cost inputs from identifying a round start.
     """
     rng = np.random.default_rng(seed)
-    grid = [(m, t) for m in MID_SCALES for t in TGT_SCALES]
+    grid = list(family) if family else [prof.scaled(mid=m, target=t) for m in MID_SCALES for t in TGT_SCALES]
+    scales = [(1.0, 1.0)] * len(grid) if family else [(m, t) for m in MID_SCALES for t in TGT_SCALES]
     parts = []
     for _, sub in df.groupby("state", sort=False):
         for g in rng.choice(len(grid), size=min(copies, len(grid)), replace=False):
-            m, t = grid[int(g)]
-            parts.append(apply_costs(sub, prof.scaled(mid=m, target=t), decode).assign(cost_mid_scale=m, cost_tgt_scale=t))
+            (m, t), g = scales[int(g)], int(g)
+            parts.append(apply_costs(sub, grid[g], decode).assign(cost_profile=g, cost_mid_scale=m, cost_tgt_scale=t))
     return pd.concat(parts, ignore_index=True)
 
 

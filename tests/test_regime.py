@@ -1,0 +1,91 @@
+"""The regime map's replays: priced on any profile, they equal real decodes on that profile."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from treegraft_lab import costs, regime
+from treegraft_lab.config import GROWTHS, DecodeConfig
+from treegraft_lab.costs import SKIPPED, DeviceProfile
+from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.tiny import tiny_model, tiny_pair
+
+PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6]
+STEEP = DeviceProfile("steep", {1: 5.0, 16: 20.0, 64: 80.0}, {1: 1.0, 8: 4.0, 64: 30.0}, small_ms=0.3)
+
+
+def noisy_pair():
+    """Target and a slightly perturbed copy as the mid drafter: acceptance varies by schedule."""
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    pair.mid = tiny_model("llama", 64, layers=2, seed=0, scale=4.0)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for p in pair.mid.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    return pair
+
+
+def test_one_pricing_rule_for_skipped_and_empty_steps():
+    prof = costs.load("a100-paper")
+    assert prof.step_ms(False, SKIPPED) == 0.0 and prof.step_ms(True, SKIPPED) == 0.0
+    assert prof.step_ms(True, 0) == prof.small_ms  # a mid step that forwarded nothing proposes from cached rows
+    assert prof.step_ms(False, 7) == prof.small_ms and prof.step_ms(True, 7) == prof.mid_ms(7)
+
+
+@pytest.fixture(scope="module")
+def replays():
+    pair = noisy_pair()
+    cfg = DecodeConfig(depth=5, width=4, children=4, budget=24, prune="topk", clock=STEEP, **GROWTHS["lookup"])
+    df = regime.collect(pair, [{"question_id": "q", "category": "code", "turns": [PROMPT]}], cfg, max_new=12, progress=False)
+    return pair, cfg, df
+
+
+@pytest.mark.parametrize("schedule", ["small", "mid", "10101", "01100"])
+@pytest.mark.parametrize("profile", [STEEP, "a100-paper"])
+def test_replay_priced_runs_equal_real_decodes_on_the_same_profile(replays, schedule, profile):
+    pair, cfg, df = replays
+    prof = costs.load(profile) if isinstance(profile, str) else profile
+    gen = TreeGraftDecoder(pair, replace(cfg, schedule=schedule, clock=prof)).generate(PROMPT, max_new_tokens=12)
+    name = {"small": "all-small", "mid": "all-mid"}.get(schedule, schedule)
+    (rep,) = regime.split(df, cfg.depth)
+    row = regime.price([rep], prof, [name]).iloc[0]
+    assert row["tokens"] == gen.stats["new_tokens"] and row["rounds"] == gen.stats["rounds"]
+    assert row["ms"] == pytest.approx(gen.stats["modelled_ms"], rel=1e-9)
+    assert row["accepted"] / row["rounds"] == pytest.approx(gen.stats["accepted_per_round"])
+
+
+def test_the_oracle_walk_is_no_slower_than_any_fixed_mask(replays):
+    _, cfg, df = replays
+    reps = regime.split(df, cfg.depth)
+    for prof in (STEEP, costs.load("a100-paper")):
+        s = regime.summary(regime.price(reps, prof, ["all-small", "all-mid", "oracle", "best-fixed"])).set_index("schedule")
+        assert s.loc["oracle", "speedup"] >= s.loc["best-fixed", "speedup"] - 1e-9
+        assert s.loc["best-fixed", "speedup"] >= max(s.loc["all-small", "speedup"], s.loc["all-mid", "speedup"]) - 1e-9
+
+
+def test_the_regime_command_refuses_bad_ratios_in_one_line(capsys):
+    from treegraft_lab import cli
+
+    assert cli.main(["regime", "--ratios", "0.1:x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--ratios" in err
+
+
+def test_ratio_profiles_set_the_scheduler_cost_ratio():
+    from treegraft_lab.costs import scheduler_costs
+
+    cfg = DecodeConfig(**GROWTHS["lookup"])
+    for r, prof in regime.ratio_profiles(costs.load("a100-paper"), [0.02, 0.6, 1.0]):
+        t_tgt, t_mid = scheduler_costs(prof, cfg)
+        assert t_mid / t_tgt == pytest.approx(r) and prof.target == costs.load("a100-paper").target
+
+
+def test_the_stored_replays_price_on_any_profile_without_a_model(capsys):
+    from treegraft_lab import cli
+
+    assert cli.main(["regime", "--ratios", "0.05,0.6", "--schedules", "all-small,all-mid"]) == 0
+    out = capsys.readouterr().out
+    assert "all-small" in out and "all-mid" in out and "0.6" in out

@@ -1,0 +1,135 @@
+"""`treegraft-lab regime`: where WHEN matters, on a map of cost ratios T_mid / T_tgt.
+
+    treegraft-lab regime --collect --per-category 2 --starts 24       # replays, once (model runs)
+    treegraft-lab regime --decode --ratios 0.02:1:6,0.6               # adaptive decodes (model runs)
+    treegraft-lab regime --figure map.png                             # price the replays anywhere
+
+Replays of every schedule from the round starts of eval prompts are stored once (top-k pruning,
+the lookup growth by default) and priced on `--profile` with its mid curve scaled to each ratio
+(treegraft_lab.regime); `--decode` runs real decodes with scheduler artifacts at those ratios on
+the modelled clock and stores them beside the replays; the map reads both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.paths import DATA_DIR, SCHEDULER_DIR
+
+SCHEDULES = "all-small,all-mid,10101,best-fixed,oracle"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
+    parser.add_argument("--replays", type=Path, default=None,
+                        help="folder of stored replays (default: data/regime/<pair>-<growth>-topk)")
+    parser.add_argument("--collect", action="store_true", help="replay the prompts' round starts and store them")
+    parser.add_argument("--decode", action="store_true", help="decode the prompts with --scheduler at each ratio and store it")
+    parser.add_argument("--prompts", default="treegraft-suite", help="prompt suite or .jsonl file")
+    parser.add_argument("--per-category", type=int, default=2, help="eval prompts per category (default: %(default)s)")
+    parser.add_argument("--max-new", type=int, default=64, help="new tokens per prompt (default: %(default)s)")
+    parser.add_argument("--starts", type=int, default=None,
+                        help="round starts replayed per prompt (default: all); the endpoints' and 10101's walks always")
+    parser.add_argument("--growth", default="lookup", choices=("lookup", "release", "compact"))
+    parser.add_argument("--profile", default="a100-paper", help="base profile whose mid curve is scaled (default: %(default)s)")
+    parser.add_argument("--ratios", default="0.02:1:11,0.6", metavar="LO:HI:N,R",
+                        help="T_mid/T_tgt: N log-spaced from LO to HI and single ratios (default: %(default)s)")
+    parser.add_argument("--schedules", default=SCHEDULES,
+                        help="replay-priced schedules: all-small, all-mid, oracle, best-fixed, or masks (default: %(default)s)")
+    parser.add_argument("--scheduler", action="append", default=None, metavar="NAME=FOLDER",
+                        help="artifact for --decode (repeatable; default: adaptive-family and adaptive-single)")
+    parser.add_argument("--figure", type=Path, default=None, help="write the map's figure (PNG)")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+
+
+def _ratios(text: str) -> list[float]:
+    """"LO:HI:N" (N log-spaced) and single ratios, comma-separated, sorted."""
+    from treegraft_lab.regime import log_ratios
+
+    out = []
+    try:
+        for part in text.split(","):
+            if ":" in part:
+                lo, hi, n = part.split(":")
+                out += log_ratios(float(lo), float(hi), int(n))
+            else:
+                out.append(float(part))
+    except ValueError:
+        raise TreeGraftError(f"--ratios {text!r}: write LO:HI:N and/or single ratios, e.g. 0.02:1:11,0.6") from None
+    if not out or not all(0 < r < 100 for r in out):
+        raise TreeGraftError(f"--ratios {text!r}: ratios must be > 0")
+    return sorted(set(out))
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from treegraft_lab import costs, regime
+    from treegraft_lab.config import GROWTHS, DecodeConfig
+
+    ratios = _ratios(args.ratios)
+    folder = args.replays or DATA_DIR / "regime" / f"{args.pair.replace('/', '_')}-{args.growth}-topk"
+    base = costs.load(args.profile)
+    cfg = DecodeConfig(depth=5, width=10, budget=63, prune="topk", clock=base, **GROWTHS[args.growth])
+    if args.collect or args.decode:
+        import torch
+
+        from treegraft_lab import load_pair, load_prompts
+
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        schedulers = dict(s.split("=", 1) for s in args.scheduler or []) or {
+            "adaptive-family": SCHEDULER_DIR / args.pair / f"family-topk-{args.growth}",
+            "adaptive-single": SCHEDULER_DIR / args.pair / f"{args.profile}-topk-{args.growth}"}
+        pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
+        prompts = load_prompts(args.prompts, split="eval", per_category=args.per_category)
+        meta = {"pair": args.pair, "prompts": args.prompts, "split": "eval", "per_category": args.per_category,
+                "max_new": args.max_new, "decode": {k: v for k, v in cfg.to_dict().items() if k != "clock"},
+                "dtype": str(pair.dtype)}
+        if args.collect:
+            have = regime.load(folder)[0] if (folder / "replays.parquet").is_file() else None
+            df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have)
+            regime.save(df, folder, {**meta, "starts_cap": args.starts})
+        if args.decode:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, path in schedulers.items():  # one file per scheduler: runs for other ratios are kept
+                runs = regime.decode(pair, prompts, cfg, regime.ratio_profiles(base, ratios), {name: path}, args.max_new)
+                old = folder / f"decodes-{base.name}-{name}.parquet"
+                if old.is_file():
+                    prev = pd.read_parquet(old)
+                    runs = pd.concat([prev[~prev["ratio"].isin(ratios)], runs], ignore_index=True)
+                runs.to_parquet(old, index=False)
+    if args.decode and not (folder / "replays.parquet").is_file():
+        return 0  # decoded before the replays were collected: the map waits for them
+    df, _ = regime.load(folder)
+    reps = regime.split(df, cfg.depth)
+    m = regime.regime_map(reps, base, ratios, args.schedules.split(","))
+    runs = regime.load_decodes(folder, base.name)
+    runs = runs[runs["qid"].isin({r.qid for r in reps})] if len(runs) else runs  # the replayed prompts only
+    parts = [regime.summary(g).assign(ratio=r) for r, g in runs.groupby("ratio") if any(abs(r - x) < 1e-9 for x in ratios)]
+    m = pd.concat([m, *parts], ignore_index=True)
+    table = m.pivot_table(index="ratio", columns="schedule", values="speedup", sort=False)
+    print(f"speedup over plain decoding, modelled on {base.name} with T_mid/T_tgt scaled; {len(reps)} prompts")
+    print(table.round(3).to_string())
+    band, cross = regime.oracle_band(m), regime.crossing(m)
+    print(json.dumps({"oracle_band": band, "crossing": cross,
+                      "best_fixed": m[m.schedule == "best-fixed"].set_index("ratio")["mask"].to_dict() if "mask" in m else {}}))
+    if args.figure:
+        from treegraft_lab.viz.regime import regime_figure
+
+        cpu = DATA_DIR / "regime" / "cpu-epyc-float32.json"
+        t = {n: costs.scheduler_costs(p, cfg) for n, p in [("a100-paper", costs.load("a100-paper"))]
+             + ([("this CPU", costs.load(cpu))] if cpu.is_file() else [])}
+        marks = {n: tm / tt for n, (tt, tm) in t.items()}
+        curves = {"a100-paper": costs.load("a100-paper"), **({"this CPU": costs.load(cpu)} if cpu.is_file() else {})}
+        fig = regime_figure(m, band, marks, curves, f"{args.pair}, {len(reps)} eval prompts, {args.max_new} tokens, "
+                                                   f"top-k 63, {args.growth} growth; modelled on {base.name}")
+        args.figure.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.figure, dpi=110)
+        print(f"figure: {args.figure}")
+    return 0

@@ -1,0 +1,310 @@
+"""The regime map: where choosing WHEN to call the mid drafter pays, priced on any device profile.
+
+Replays are stored once: for each prompt, the target's greedy answer is decoded, and from EVERY
+round start j = 0 .. L-1 of it (the committed context `prompt + answer[:j]`; greedy decoding is
+lossless, so every decoder meets only such starts) all 2^D schedules are replayed
+(`replay.replay_all`; acceptance is read from the known greedy answer, `replay.accept_known`,
+so the target runs once per prompt): each leaf holds the schedule's accepted tokens, kept nodes, step sizes and
+the mid drafter's backlog. A run under any per-round rule is then a walk over these starts
+(j -> j + accepted + 1), priced by any `DeviceProfile` with the decoder's own rule
+(`DeviceProfile.step_ms`) without running a model: all-small, all-mid, every fixed mask, and the
+oracle, here the cheapest walk (a shortest path over the starts: the best any choice of one
+schedule per round can do on that profile).
+
+Pruning is top-k (the budget's best nodes by path score): the kept trees do not depend on the
+profile. Value pruning keeps nodes by their modelled worth, so its trees change with the profile
+and cannot be priced from one replay: the map is built for top-k only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.costs import DeviceProfile
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.replay import leaf_ms
+
+FORMAT = "treegraft-replays/1"
+ENDPOINTS = ("all-small", "all-mid")
+LEAF = ("schedule", "accepted", "kept", "backlog", "tail")
+DEEPEST = 40  # answer tokens read past a start: deeper than any tree (D plus lookup's 16-token chain)
+
+
+# ---------------------------------------------------------------------------- collection
+def collect(pair, prompts: list[dict], config: DecodeConfig, max_new: int = 64, starts: int | None = None,
+            first: tuple[str, ...] = (), have: pd.DataFrame | None = None, progress: bool = True) -> pd.DataFrame:
+    """Every schedule replayed from round starts of each prompt's first `max_new` answer tokens:
+    one row per (prompt, start, schedule). `config` must prune top-k, greedily.
+
+    Which starts: the walks of the masks in `first` (e.g. the endpoints) are replayed start by
+    start, then the starts any schedule reaches from a replayed one, nearest first, until
+    `starts` per prompt in all (None: every start 0 .. L-1; the walks of `first` are always
+    completed). A walk priced later needs only the starts it reaches; the oracle is the cheapest
+    walk over the replayed starts. `have`: rows collected before (kept; their starts not replayed).
+    """
+    from treegraft_lab.baselines import autoregressive
+    from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.prompting import encode_prompt, eos_ids
+    from treegraft_lab.replay import replay_all
+
+    if config.prune != "topk":
+        raise TreeGraftError("replays price anywhere only with top-k pruning (value pruning's trees depend on the profile)")
+    dec = TreeGraftDecoder(pair, replace(config, schedule="mid", temperature=0.0))
+    stop = eos_ids(pair.tokenizer, pair.target)
+    rows, D = [], config.depth
+    cap = starts or max_new
+    bar = tqdm(total=len(prompts) * cap, desc="replay", unit="start", mininterval=10, disable=not progress)
+    for p in prompts:
+        ids = encode_prompt(pair.tokenizer, p["turns"][0])
+        full = autoregressive(pair, ids, max_new_tokens=max_new + DEEPEST).token_ids  # trees may reach past D
+        full = full[: next((i + 1 for i, t in enumerate(full) if t in stop), len(full))]
+        cont = full[:max_new]
+        L, ended = len(cont), cont[-1] in stop
+        done: dict[int, dict[str, int]] = {}  # start -> {schedule: next start}
+        meta = {"qid": str(p["question_id"]), "category": p.get("category", ""), "length": L, "ended": ended}
+        old = have[have["qid"] == meta["qid"]] if have is not None and len(have) else None
+        for j, g in old.groupby("pos") if old is not None else ():
+            done[int(j)] = {sc: int(j) + a + 1 for sc, a in zip(g["schedule"], g["accepted"])}
+        rows.extend(old.to_dict("records") if old is not None else [])
+
+        def replay(j: int, ids=ids, cont=cont, full=full, done=done, meta=meta) -> None:
+            dec.start(ids + cont[:j])
+            _, leaves, _ = replay_all(dec, shared_verify=False, timed=0, answer=full[j:])
+            done[j] = {lf["schedule"]: j + lf["accepted"] + 1 for lf in leaves}
+            rows.extend({**meta, "pos": j, **{c: lf[c] for c in LEAF}, **{f"size{k}": lf[f"size{k}"] for k in range(1, D + 1)}}
+                        for lf in leaves)
+            bar.update(1)
+
+        for mask in first:
+            j = 0
+            while j < L:
+                if j not in done:
+                    replay(j)
+                j = done[j][mask]
+        while len(done) < min(cap, L):
+            reach = sorted({n for nxt in done.values() for n in nxt.values() if n < L and n not in done})
+            todo = reach or [j for j in range(L) if j not in done]
+            replay(todo[0])
+        bar.update(max(0, cap - len(done)))
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+def save(df: pd.DataFrame, folder: str | Path, meta: dict) -> Path:
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(folder / "replays.parquet", index=False)
+    (folder / "replays.json").write_text(json.dumps({"format": FORMAT, "rows": len(df), "prompts": int(df["qid"].nunique()),
+                                                     "starts": int(df.groupby(["qid", "pos"]).ngroups), **meta},
+                                                    indent=1, default=str) + "\n")
+    return folder
+
+
+def load(folder: str | Path) -> tuple[pd.DataFrame, dict]:
+    folder = Path(folder)
+    path = folder / "replays.parquet"
+    if not path.is_file():
+        raise TreeGraftError(f"no replays in {folder} (replays.parquet missing): make them with `treegraft-lab regime --collect`")
+    meta = json.loads((folder / "replays.json").read_text())
+    if meta.get("format") != FORMAT:
+        raise TreeGraftError(f"{folder}/replays.json is not a {FORMAT} document: collect the replays again")
+    return pd.read_parquet(path), meta
+
+
+# ---------------------------------------------------------------------------- pricing
+def masks(depth: int) -> list[str]:
+    return ["".join(b) for b in itertools.product("01", repeat=depth)]
+
+
+def schedule_name(mask: str) -> str:
+    """all-small / all-mid for the endpoints, the mask itself otherwise."""
+    return "all-small" if set(mask) == {"0"} else "all-mid" if set(mask) == {"1"} else mask
+
+
+class Replays:
+    """One prompt's replays, indexed for walking: leaf[pos][schedule] -> its row."""
+
+    def __init__(self, df: pd.DataFrame, depth: int) -> None:
+        self.depth = depth
+        self.length = int(df["length"].iloc[0])
+        self.qid = str(df["qid"].iloc[0])
+        self.category = str(df["category"].iloc[0])
+        self.rows = {(int(r["pos"]), r["schedule"]): r for r in df.to_dict("records")}
+
+    def walk(self, profile: DeviceProfile, choose) -> dict:
+        """A decode whose round at start j runs `choose(j, backlog)`'s schedule, priced by `profile`:
+        {"tokens", "ms", "rounds", "accepted", "mid_calls"} as the decoder would report them."""
+        j, backlog, ms, rounds, acc, calls = 0, 0, 0.0, 0, 0, 0
+        while j < self.length:
+            lf = self.rows[(j, choose(j, backlog))]
+            ms += sum(leaf_ms(profile, lf, self.depth, backlog))
+            rounds, acc, calls = rounds + 1, acc + int(lf["accepted"]), calls + lf["schedule"].count("1")
+            tail = int(lf["tail"])
+            backlog = tail if tail >= 0 else backlog + int(lf["accepted"]) + 1
+            j += int(lf["accepted"]) + 1
+        return {"tokens": self.length, "ms": ms, "rounds": rounds, "accepted": acc, "mid_calls": calls}
+
+    def covers(self, mask: str) -> bool:
+        """Whether every start the fixed `mask`'s walk reaches was replayed."""
+        j = 0
+        while j < self.length:
+            if (j, mask) not in self.rows:
+                return False
+            j += int(self.rows[(j, mask)]["accepted"]) + 1
+        return True
+
+    def oracle(self, profile: DeviceProfile) -> dict:
+        """The cheapest walk over the replayed starts: a shortest path (the backlog a start carries
+        is the one its best way in leaves; exact when the mid curve is flat over backlogs). Over
+        every start it is the best any choice of one schedule per round can do; over a subset,
+        a schedule one could run that is at least as fast as every fixed mask the subset covers."""
+        L, inf = self.length, math.inf
+        best = [(inf, None, 0)] * (L + 1)  # (ms to reach, (from, schedule), backlog)
+        best[0] = (0.0, None, 0)
+        for j in range(L):
+            ms0, _, b = best[j]
+            if ms0 == inf or (j, "0" * self.depth) not in self.rows:
+                continue
+            for m in masks(self.depth):
+                lf = self.rows[(j, m)]
+                nxt = min(L, j + int(lf["accepted"]) + 1)
+                ms = ms0 + sum(leaf_ms(profile, lf, self.depth, b))
+                if ms < best[nxt][0]:
+                    tail = int(lf["tail"])
+                    best[nxt] = (ms, (j, m), tail if tail >= 0 else b + int(lf["accepted"]) + 1)
+        path, j = {}, L
+        while best[j][1] is not None:
+            i, m = best[j][1]
+            path[i] = m
+            j = i
+        return self.walk(profile, lambda j, b: path[j])
+
+
+def split(df: pd.DataFrame, depth: int) -> list[Replays]:
+    return [Replays(g, depth) for _, g in df.groupby("qid", sort=True)]
+
+
+def price(reps: list[Replays], profile: DeviceProfile, schedules: list[str]) -> pd.DataFrame:
+    """One row per (prompt, schedule): tokens, modelled ms, rounds, acceptance and mid calls on
+    `profile`, and the speedup over plain decoding priced on the same profile. `schedules`:
+    "all-small", "all-mid", "oracle", "best-fixed" (the mask best over all prompts) or a mask."""
+    rows = []
+    D = reps[0].depth if reps else 0
+    todo = [s for s in schedules if s != "best-fixed"]
+    if "best-fixed" in schedules:  # the masks every prompt's replays cover
+        todo += [m for m in masks(D) if m not in todo and all(r.covers(m) for r in reps)]
+    for r in reps:
+        ar = r.length * profile.target_ms(1)
+        for s in dict.fromkeys(todo):
+            if s == "oracle":
+                out = r.oracle(profile)
+            else:
+                mask = "0" * D if s == "all-small" else "1" * D if s == "all-mid" else s
+                out = r.walk(profile, lambda j, b, m=mask: m)
+            rows.append({"qid": r.qid, "category": r.category, "schedule": s, **out, "speedup": ar / out["ms"]})
+    df = pd.DataFrame(rows)
+    if "best-fixed" in schedules:
+        fixed = df[df.schedule.isin(masks(D))]
+        best = fixed.groupby("schedule")["speedup"].mean().idxmax()
+        df = pd.concat([df[df.schedule.isin(schedules)],
+                        df[df.schedule == best].assign(schedule="best-fixed", mask=best)], ignore_index=True)
+    return df
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per schedule: mean speedup over prompts (the bench's definition), pooled speedup (all
+    prompts' plain-decoding ms / their ms: long answers weigh more, copy-heavy ones less), tokens per round
+    (acceptance length, the paper's: accepted + 1 per round) and mid calls per round."""
+    g = df.groupby("schedule", sort=False)
+    out = pd.DataFrame({"speedup": g["speedup"].mean(),
+                        "speedup_pooled": (df["ms"] * df["speedup"]).groupby(df["schedule"], sort=False).sum() / g["ms"].sum(),
+                        "tau": (g["accepted"].sum() + g["rounds"].sum()) / g["rounds"].sum(),
+                        "mid_calls_per_round": g["mid_calls"].sum() / g["rounds"].sum()})
+    if "mask" in df:
+        out["mask"] = g["mask"].first()
+    return out.reset_index()
+
+
+def ratio_profiles(base: DeviceProfile, ratios: list[float]) -> list[tuple[float, DeviceProfile]]:
+    """`base` with its mid curve scaled so that T_mid / T_tgt (`costs.scheduler_costs` of the
+    lookup growth) takes each of `ratios`; the target curve is left as it is."""
+    from treegraft_lab.config import GROWTHS
+    from treegraft_lab.costs import scheduler_costs
+
+    cfg = DecodeConfig(**GROWTHS["lookup"])
+    t_tgt, t_mid = scheduler_costs(base, cfg)
+    return [(r, replace(base.scaled(mid=r * t_tgt / t_mid), name=f"{base.name}@{r:g}")) for r in ratios]
+
+
+def log_ratios(lo: float = 0.02, hi: float = 1.0, n: int = 12) -> list[float]:
+    return [float(f"{x:.3g}") for x in np.geomspace(lo, hi, n)]
+
+
+def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple[float, DeviceProfile]],
+           schedulers: dict[str, str | Path], max_new: int = 64, progress: bool = True) -> pd.DataFrame:
+    """Real decodes with scheduler artifacts (name -> folder) at each (ratio, profile), on the
+    modelled clock: one row per (prompt, ratio, scheduler) as `price` has them. A family
+    artifact takes the profile's T_tgt / T_mid; any other artifact is run as it is on every
+    profile (what a single-profile scheduler does off its own device)."""
+    from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.schedule import artifact as art_io
+    from treegraft_lab.schedule.adaptive import AdaptivePolicy
+
+    arts = {name: art_io.load(folder) for name, folder in schedulers.items()}
+    rows = []
+    bar = tqdm(total=len(prompts) * len(profiles) * len(arts), desc="decode", mininterval=10, disable=not progress)
+    for ratio, prof in profiles:
+        for name, art in arts.items():
+            dec = TreeGraftDecoder(pair, replace(config, schedule=AdaptivePolicy(art), clock=prof, temperature=0.0))
+            for p in prompts:
+                s = dec.generate(p["turns"][0], max_new_tokens=max_new).stats
+                acc = s["accepted_per_round"] * s["rounds"]
+                rows.append({"qid": str(p["question_id"]), "category": p.get("category", ""), "ratio": ratio,
+                             "schedule": name, "tokens": s["new_tokens"], "ms": s["modelled_ms"], "rounds": s["rounds"],
+                             "accepted": round(acc), "mid_calls": round(s["mid_calls_per_round"] * s["rounds"]),
+                             "speedup": s["new_tokens"] * prof.target_ms(1) / s["modelled_ms"]})
+                bar.update(1)
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+def load_decodes(folder: str | Path, base: str) -> pd.DataFrame:
+    """Every stored decode of `folder` on profiles scaled from `base` (`decodes-<base>-<scheduler>.parquet`)."""
+    parts = [pd.read_parquet(p) for p in sorted(Path(folder).glob(f"decodes-{base}-*.parquet"))]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["ratio", "schedule"])
+
+
+def regime_map(reps: list[Replays], base: DeviceProfile, ratios: list[float], schedules: list[str]) -> pd.DataFrame:
+    """`summary` of the replay-priced `schedules` at each T_mid / T_tgt ratio of `base`."""
+    parts = [summary(price(reps, prof, schedules)).assign(ratio=r) for r, prof in ratio_profiles(base, ratios)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def oracle_band(m: pd.DataFrame, margin: float = 1.05, col: str = "speedup") -> list[float]:
+    """The ratios where the oracle beats both endpoints by at least `margin` (on `col`)."""
+    w = m.pivot_table(index="ratio", columns="schedule", values=col)
+    if not {"oracle", *ENDPOINTS} <= set(w.columns):
+        return []
+    return [float(r) for r in w.index if w.loc[r, "oracle"] >= margin * max(w.loc[r, "all-small"], w.loc[r, "all-mid"])]
+
+
+def crossing(m: pd.DataFrame, col: str = "speedup") -> float | None:
+    """The ratio where all-small and all-mid cross on `col` (log-linear between the map's ratios);
+    None when one endpoint wins everywhere."""
+    w = m.pivot_table(index="ratio", columns="schedule", values=col).sort_index()
+    if not set(ENDPOINTS) <= set(w.columns):
+        return None
+    d = np.log(w["all-mid"] / w["all-small"])
+    for (r0, d0), (r1, d1) in zip(d.items(), list(d.items())[1:]):
+        if d0 >= 0 > d1 or d0 < 0 <= d1:
+            return float(np.exp(np.log(r0) + (np.log(r1) - np.log(r0)) * d0 / (d0 - d1)))
+    return None

@@ -1,0 +1,71 @@
+"""The regime map's figure: where the mid drafter pays, against the cost ratio T_mid / T_tgt.
+
+Three panels (2 x 2 grid) share a log x-axis (speedup over plain decoding, tokens per round, mid calls per
+round), one line per schedule, the band where the oracle beats both endpoints by >= 5% shaded
+and marked ratios (this CPU's, a100-paper's) as vertical lines; a fourth panel draws
+verification curves (ms of one target forward against tokens verified) of the profiles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from treegraft_lab.viz.stats import MID, SMALL, PlotFigure
+
+STYLE = {"all-small": (SMALL, "-", "o"), "all-mid": (MID, "-", "s"), "10101": ("#9467bd", ":", "^"),
+         "best-fixed": ("#8c564b", "--", "v"), "oracle": ("#2ca02c", "-", "*"),
+         "adaptive-family": ("#c2255c", "-", "D"), "adaptive-single": ("#7f7f7f", "--", "x")}
+PANELS = (("speedup", "speedup over plain decoding"), ("tau", "tokens per round (accepted + 1)"),
+          ("mid_calls_per_round", "mid calls per round"))
+
+
+def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, float] | None = None,
+                  curves: dict[str, object] | None = None, title: str = "") -> PlotFigure:
+    """`m`: one row per (ratio, schedule) with speedup, tau, mid_calls_per_round (`regime.summary`
+    rows with a `ratio` column; adaptive runs as schedules of their own). `band`: ratios to shade;
+    `marks`: name -> ratio; `curves`: name -> DeviceProfile whose verification curve is drawn."""
+    fig = PlotFigure(figsize=(8.4, 7.6), layout="constrained")  # 840 px: the notebook's output area
+    axes = list(fig.subplots(2, 2).flat)
+    ratios = sorted(m["ratio"].unique())
+    for ax, (col, label) in zip(axes, PANELS):
+        for name, g in m.groupby("schedule", sort=False):
+            color, ls, marker = STYLE.get(name, (None, "-", "."))
+            g = g.sort_values("ratio")
+            ax.plot(g["ratio"], g[col], ls=ls, marker=marker, color=color, ms=5, lw=1.6, label=name)
+        if band:
+            lo, hi = _band_edges(ratios, band)
+            ax.axvspan(lo, hi, color="#2ca02c", alpha=0.12, lw=0, label="oracle >= 1.05x both endpoints")
+        for i, (name, r) in enumerate((marks or {}).items()):
+            ax.axvline(r, color="k", ls=(0, (2, 2)) if i else "-", lw=0.9, alpha=0.6)
+            ax.annotate(name, (r, 1.0), xycoords=("data", "axes fraction"), rotation=90, va="top", ha="right",
+                        fontsize=8, alpha=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("T_mid / T_tgt (log)")
+        ax.set_title(label, fontsize=10)
+        ax.grid(alpha=0.3, which="both", lw=0.5)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
+    if not curves:
+        axes[-1].set_visible(False)
+    else:
+        ax = axes[-1]
+        n = np.arange(1, 129)
+        for name, prof in curves.items():
+            ax.plot(n, [prof.target_ms(x) / prof.target_ms(1) for x in n], lw=1.8, label=name)
+        ax.set_xlabel("tokens verified in one forward")
+        ax.set_title("verification cost / one token", fontsize=10)
+        ax.grid(alpha=0.3, lw=0.5)
+        ax.legend(fontsize=7, loc="upper left")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def _band_edges(ratios: list[float], band: list[float]) -> tuple[float, float]:
+    """The shaded span: from halfway (in log) below the band's lowest ratio to halfway above its highest."""
+    lr = np.log(ratios)
+    i, j = ratios.index(min(band)), ratios.index(max(band))
+    lo = np.exp((lr[i] + lr[i - 1]) / 2) if i > 0 else ratios[0]
+    hi = np.exp((lr[j] + lr[j + 1]) / 2) if j + 1 < len(ratios) else ratios[-1]
+    return float(lo), float(hi)
