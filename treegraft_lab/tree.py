@@ -33,6 +33,7 @@ class DraftTree:
     mid_scored: list[bool] = field(default_factory=list)  # membership in P
     alive: list[bool] = field(default_factory=list)
     children: list[dict[int, int]] = field(default_factory=list)  # token -> child id
+    source: list[str] = field(default_factory=list)  # the drafters that proposed it by name, "+"-joined ("" unlabelled)
 
     @classmethod
     def start(cls, root_token: int) -> DraftTree:
@@ -63,6 +64,7 @@ class DraftTree:
         self.mid_scored.append(False)
         self.alive.append(True)
         self.children.append({})
+        self.source.append("" if parent >= 0 else "root")
         if parent >= 0:
             self.children[parent][token] = nid
         return nid
@@ -84,6 +86,11 @@ class DraftTree:
                     self.refresh_scores()
             return old, False
         return self._append(token, parent, logp, creator, step, ngram_n), True
+
+    def add_source(self, v: int, name: str) -> None:
+        """Record that drafter `name` ("ngram", "suffix", "mid", ...) proposed node `v`."""
+        if name not in self.source[v].split("+"):
+            self.source[v] = f"{self.source[v]}+{name}" if self.source[v] else name
 
     def refresh_scores(self) -> None:
         """Recompute every path score from the edge scores (ids are topological)."""
