@@ -168,3 +168,42 @@ def test_a_rule_without_a_fitted_value_is_refused_in_one_line():
     pair = tiny_pair("llama", vocab=64)
     with pytest.raises(TreeGraftError, match="no fitted rule:match"):
         RulePolicy.for_config(DecodeConfig(schedule="rule:match"), pair)
+
+
+def test_the_tree_view_colours_and_lists_each_small_drafter():
+    from treegraft_lab.viz.tree import SMALL_KINDS, tree_figure
+
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", small="ngram+suffix"))
+    with record(dec) as rec:
+        dec.generate(PROMPTS[0], max_new_tokens=12)
+    run = rec.to_run()
+    fig = tree_figure(run, 0)
+    shown = {t.name for t in fig.data if t.showlegend}
+    assert "small (suffix automaton)" in shown and "small (Token Recycling)" not in shown
+    small = next(t for t in fig.data if t.name == "small (n-gram)" and t.mode == "markers+text")
+    rows = run.tree_at(0)
+    colours = dict(zip(rows[rows.drafted_by == "small"].source, small.marker.color))
+    assert any(c == SMALL_KINDS["suffix"][0] for s, c in colours.items() if s.startswith("suffix"))
+
+
+def test_a_rule_is_fitted_by_following_its_decisions_through_the_recorded_schedule_trees():
+    import itertools
+
+    import pandas as pd
+
+    from treegraft_lab.schedule.rules import fit
+
+    # one round start, depth 2: the root match is 3 tokens (0.6 x 5); calling mid at step 1 pays
+    rows = []
+    for sched in ("".join(b) for b in itertools.product("01", repeat=2)):
+        for k in (1, 2):
+            rows.append({"state": "s", "k": k, "prefix": sched[: k - 1], "schedule": sched, "D": 2,
+                         "sig_root_match": 0.6, "sig_mean_path_score": 0.0 if k == 1 else -3.0,
+                         "accepted": {"00": 1, "01": 1, "10": 7, "11": 7}[sched],
+                         "t_draft_ms": 1.0 + 10 * sched.count("1"), "t_verify_ms": 50.0})
+    got = fit(pd.DataFrame(rows), "rule:match", grid=(0, 3, 4, 6))
+    assert [r["mid_calls_per_round"] for r in got["grid"]] == [0, 0, 2, 2]  # calls iff 3 < tau
+    assert got["value"] == 4  # 8 tokens in 71 ms beat 2 in 51 ms; ties go to the smaller value
+    score = fit(pd.DataFrame(rows), "rule:score", grid=(0.0, 0.1, 1.01))
+    assert [r["mid_calls_per_round"] for r in score["grid"]] == [0, 1, 2]  # exp(-3) = 0.05 < 0.1 at step 2 only

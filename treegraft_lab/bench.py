@@ -244,8 +244,9 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
     profiles = {p.name: p for p in (costs.load(x) for x in model_on)}
-    here = measure.resolve("wall", pair)  # this device's profile, resolved once for every wall-clock decoder
     keys = [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
+    # this device's profile, resolved once for every wall-clock decoder (measured only if one runs)
+    here = measure.resolve("wall", pair) if any(m not in HF_METHODS for m, _ in keys) else None
     keys += [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
     runners, facts, skipped = {}, {}, {}
     warm = encode_prompt(pair.tokenizer, warmup_prompt) if warmup_prompt else encoded[0]

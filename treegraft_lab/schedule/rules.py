@@ -1,54 +1,44 @@
 """Two switching rules for WHEN, the simplest answers the learned scheduler must beat.
 
-rule:match (SAM-Decoding's switch): call the mid drafter at a draft step iff the longest context
-match is shorter than tau tokens. The match: the longest n-gram (at most `ngram_max`) ending the
-committed text + the path to the step's best frontier node (the root at k = 1) that occurred in
-the committed text (`NgramIndex.lookup`, whichever small drafter runs).
+rule:match (SAM-Decoding's switch): call the mid drafter in a round iff the longest context match
+is shorter than tau tokens: n of the longest n-gram (at most `ngram_max`) ending the committed
+text that occurred before (the signal `root_match` x ngram_max), whichever small drafter runs.
 
-rule:score (suffix decoding's hybrid switch): call it iff the small drafter's best path
-probability is below a threshold: at k = 1 the best n-gram continuation's p of the committed
-text (nothing drafted yet), after that the highest exp(s(v)) over the frontier N_k.
+rule:score (suffix decoding's hybrid switch): call it at a draft step iff the small drafter's
+path probability is below a threshold: exp of the signal `mean_path_score`, the mean path score
+over the top-W nodes a mid call would expand (at k = 1 the root alone: 1, so never at step 1).
 
-Fitting (`fit`): each value of a grid is decoded on the train split's prompts with the decoder's
-profile and the one with the highest modelled tokens/s wins (ties: the smaller value, fewer mid
-calls); modelled because the profile is what every decision reads and it is deterministic, so
-the fit does not depend on the machine's load. Fitted values live per pair in
-data/scheduler/<pair>/rules.json under "<profile class>-<prune>-<growth>-<small>", with the grid's
-numbers and the command (scripts/fit_rules.py writes it and RULES.md, its card).
+Both read the scheduler's own signals (`StepContext.signals`), so a rule is fitted on the very
+trajectories the learned scheduler was trained on (`fit`): the collected round starts of the
+train split, each with every schedule replayed and priced by the trajectories' profile; each
+value of a grid follows its decisions through the recorded schedule tree of every round start,
+and the value with the highest tokens / modelled time over the round starts wins (ties: the
+smaller value, fewer mid calls). Fitted values live per pair in data/scheduler/<pair>/rules.json
+under "<profile class>-<prune>-<growth>-<small>", with the grid's numbers and the command
+(scripts/fit_rules.py writes it and RULES.md, its card).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 from treegraft_lab.config import DecodeConfig, rule_value
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.schedule.context import StepContext
 
-GRIDS = {"rule:match": (0, 1, 2, 3, 4, 5, 6), "rule:score": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.01)}
+GRIDS = {"rule:match": (0, 1, 2, 3, 4, 5, 6), "rule:score": (0.0, 0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1.01)}
 
 
-def match_len(ctx: StepContext) -> int:
-    """n of the longest n-gram ending committed text + the best frontier node's path that occurred."""
-    idx = ctx.index
-    if idx is None:
-        return 0
-    best = max(ctx.frontier, key=lambda v: ctx.tree.score[v], default=0) if ctx.tree is not None else 0
-    path = ctx.tree.path_tokens(best)[1:] if ctx.tree is not None else []
-    return idx.lookup((idx.tokens[-idx.nmax:] + path)[-idx.nmax:])[0]
+def match_len(signals: dict, ngram_max: int = 5) -> int:
+    """n of the longest n-gram ending the committed text that occurred before."""
+    return round(signals["root_match"] * ngram_max)
 
 
-def best_p(ctx: StepContext) -> float:
-    """The small drafter's best path probability before step k (see the module docstring)."""
-    if ctx.k == 1 or ctx.tree is None:
-        idx = ctx.index
-        conts = idx.continuations(idx.tokens[-idx.nmax:], 1) if idx is not None else []
-        return math.exp(conts[0][1]) if conts else 0.0
-    live = [ctx.tree.score[v] for v in ctx.frontier if ctx.tree.alive[v]]
-    return math.exp(max(live)) if live else 0.0
+def path_p(signals: dict) -> float:
+    """exp(mean path score over the would-be reselection R)."""
+    return math.exp(signals["mean_path_score"])
 
 
 class RulePolicy:
@@ -59,7 +49,14 @@ class RulePolicy:
         self.name = f"{rule}={value:g}"
 
     def decide(self, ctx: StepContext) -> bool:
-        x = match_len(ctx) if self.rule == "rule:match" else best_p(ctx)
+        if self.value <= 0:  # a match length and a probability are never below 0: never call
+            return False
+        if self.rule == "rule:match" and ctx.index is not None:  # the one signal it reads, without the others
+            return ctx.index.match_size() < self.value
+        return self.decide_signals(ctx.signals(), ctx.ngram_max or 5)
+
+    def decide_signals(self, signals: dict, ngram_max: int = 5) -> bool:
+        x = match_len(signals, ngram_max) if self.rule == "rule:match" else path_p(signals)
         return x < self.value
 
     @classmethod
@@ -96,23 +93,28 @@ def read_fitted(pair_name: str) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def fit(pair, prompts_ids: list[list[int]], config: DecodeConfig, rule: str, max_new_tokens: int = 64,
-        grid: tuple | None = None, progress=None) -> dict:
-    """Decode the prompts with every value of `rule`'s grid; the best modelled tokens/s wins.
-    Returns {"value", "grid": [{"value", "tokens_per_s", "mid_calls_per_round", "tokens_per_forward"}]}."""
-    from treegraft_lab.decoder import TreeGraftDecoder
-
+def fit(trajectories, rule: str, grid: tuple | None = None, ngram_max: int = 5) -> dict:
+    """Follow `rule` at every grid value through each round start's recorded schedule tree (a
+    trajectories table: one row per round start x schedule x step, priced); the best tokens per
+    modelled second wins. Returns {"value", "grid": [{"value", "tokens_per_s", "mid_calls_per_round",
+    "tokens_per_forward"}]}."""
+    df = trajectories
+    steps = {(st, k, pre): sig for st, k, pre, sig in zip(
+        df.state, df.k, df.prefix, df[[c for c in df.columns if c.startswith("sig_")]].to_dict("records"))}
+    outcome = {(st, sch): (a, t) for st, sch, a, t in zip(df.state, df.schedule, df.accepted, df.t_draft_ms + df.t_verify_ms)}
+    states, depth = list(dict.fromkeys(df.state)), int(df.D.iloc[0])
     rows = []
     for v in grid or GRIDS[rule]:
-        dec = TreeGraftDecoder(pair, replace(config, schedule=f"{rule}={v:g}"))
-        tokens = ms = rounds = calls = 0
-        for ids in prompts_ids:
-            g = dec.generate(ids, max_new_tokens=max_new_tokens)
-            tokens, ms, rounds = tokens + g.stats["new_tokens"], ms + g.stats["modelled_ms"], rounds + g.stats["rounds"]
-            calls += sum(r.mid_calls for r in g.rounds)
-        rows.append({"value": v, "tokens_per_s": 1000 * tokens / ms, "mid_calls_per_round": calls / rounds,
-                     "tokens_per_forward": tokens / rounds})
-        if progress:
-            progress(rule, rows[-1])
+        pol = RulePolicy(rule, v)
+        tokens = ms = calls = 0.0
+        for st in states:
+            pre = ""
+            for k in range(1, depth + 1):
+                sig = {c.removeprefix("sig_"): x for c, x in steps[(st, k, pre)].items()}
+                pre += "1" if pol.decide_signals(sig, ngram_max) else "0"
+            a, t = outcome[(st, pre)]
+            tokens, ms, calls = tokens + a + 1, ms + t, calls + pre.count("1")
+        rows.append({"value": v, "tokens_per_s": 1000 * tokens / ms, "mid_calls_per_round": calls / len(states),
+                     "tokens_per_forward": tokens / len(states)})
     best = max(rows, key=lambda r: (round(r["tokens_per_s"], 6), -r["mid_calls_per_round"], -r["value"]))
     return {"value": best["value"], "grid": rows}
