@@ -52,9 +52,9 @@ def test_json_and_tables(result, tmp_path):
     js = result.to_json()
     assert set(js) == {"overall", "per_category"}
     assert set(js["per_category"]) == {"code", "math"}
-    assert set(js["overall"]) == {"ar", "hf-pld", "small", "10101", "no-nd"}
+    assert set(js["overall"]) == {"ar", "hf-pld", "small", "10101", "no-nd", "recycling", "suffix"}
     md = bench.render_markdown(result)
-    for needle in ("## Main table", "All Small", "HF PLD", "## Ablation", "w/o ND", "TreeGraft fixed (10101)",
+    for needle in ("## Main table", "All Small", "HF PLD", "Token Recycling", "Suffix decoding", "## Ablation", "w/o ND", "TreeGraft fixed (10101)",
                    "AMD" if "AMD" in result.meta["hardware"]["cpu"] else result.meta["hardware"]["cpu"][:10],
                    "torch", "Load:", "`adaptive`"):
         assert needle in md

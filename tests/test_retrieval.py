@@ -180,7 +180,7 @@ def test_the_tree_view_colours_and_lists_each_small_drafter():
     run = rec.to_run()
     fig = tree_figure(run, 0)
     shown = {t.name for t in fig.data if t.showlegend}
-    assert "small (suffix automaton)" in shown and "small (Token Recycling)" not in shown
+    assert "small (suffix)" in shown and "small (recycling)" not in shown
     small = next(t for t in fig.data if t.name == "small (n-gram)" and t.mode == "markers+text")
     rows = run.tree_at(0)
     colours = dict(zip(rows[rows.drafted_by == "small"].source, small.marker.color))

@@ -15,6 +15,7 @@ import torch
 
 SMALL, MID = 1, 2  # bits of `drafted_by`
 CREATOR_NAMES = {0: "root", SMALL: "small", MID: "mid", SMALL | MID: "both"}
+SOURCE_ORDER = {"root": 0, "lookup": 1, "ngram": 2, "recycling": 3, "suffix": 4, "mid": 5}  # how `source` lists them
 
 
 @dataclass
@@ -89,8 +90,9 @@ class DraftTree:
 
     def add_source(self, v: int, name: str) -> None:
         """Record that drafter `name` ("ngram", "suffix", "mid", ...) proposed node `v`."""
-        if name not in self.source[v].split("+"):
-            self.source[v] = f"{self.source[v]}+{name}" if self.source[v] else name
+        names = [x for x in self.source[v].split("+") if x]
+        if name not in names:
+            self.source[v] = "+".join(sorted([*names, name], key=lambda x: (SOURCE_ORDER.get(x, 9), x)))
 
     def refresh_scores(self) -> None:
         """Recompute every path score from the edge scores (ids are topological)."""

@@ -34,7 +34,7 @@ import plotly.graph_objects as go
 COLORS = {"root": "#4d4d4d", "small": "#2a7fdb", "mid": "#e8590c", "both": "#7b2cbf"}
 DRAFTER_LABELS = {"root": "root (last token)", "small": "small (n-gram)", "mid": "mid (LM)", "both": "both drafters"}
 # small-drafted nodes are coloured by the small drafter that made them (`DraftTree.source`)
-SMALL_KINDS = {"suffix": ("#2b9348", "small (suffix automaton)"), "recycling": ("#0f9fa8", "small (Token Recycling)")}
+SMALL_KINDS = {"suffix": ("#2b9348", "small (suffix)"), "recycling": ("#0f9fa8", "small (recycling)")}
 
 
 def _small_kind(source: str) -> str:
