@@ -9,6 +9,7 @@ one n-gram step a forward). Every output is checked against the reference.
 
     .venv/bin/python scripts/lookup_growth.py --profile a100-paper --prune topk
     .venv/bin/python scripts/lookup_growth.py --profile data/trajectories/smollm2-pocket-cpu-value/profile.json --prune value
+    .venv/bin/python scripts/lookup_growth.py --set small --json data/growth/small-a100-paper-topk.json
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ VARIANTS = {  # name -> DecodeConfig growth overrides (schedule "small")
     "lookup 16, tail joins, min_step_p 0.1": {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1},
     "lookup 16, tail joins, min_step_p 0.2": {"lookup": 16, "chain_frontier": True, "min_step_p": 0.2},
     "lookup 32, tail joins, min_step_p 0.1": {"lookup": 32, "chain_frontier": True, "min_step_p": 0.1},
+}
+LOOKUP = {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1}  # the lookup preset (config.GROWTHS)
+SMALL_VARIANTS = {  # `--set small`: the small drafters (Token Recycling needs the target's logits: bench only)
+    "release": {},
+    "lookup, n-gram": LOOKUP,
+    "lookup, suffix": {**LOOKUP, "small": "suffix"},
+    "lookup, n-gram + suffix": {**LOOKUP, "small": "ngram+suffix"},
+    "release, suffix": {"small": "suffix"},
+    "release, n-gram + suffix": {"small": "ngram+suffix"},
+    "suffix decoding (the peer)": {"peer": "suffix"},
 }
 
 
@@ -111,25 +122,31 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--refs", type=Path, default=Path("data/growth/lookup-references.json"))
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--set", default="growth", choices=("growth", "small"),
+                    help="growth: the growth variants; small: the small drafters with the lookup and release growth")
     args = ap.parse_args()
     from transformers import AutoTokenizer
+
+    from treegraft_lab.baselines import PEERS
 
     refs = references(args.refs, args.max_new_tokens)
     prof = costs.load(args.profile)
     decoder_module.TargetVerifier = ReferenceVerifier
     tok = AutoTokenizer.from_pretrained(refs["target"])
-    target = type("Target", (), {"device": torch.device("cpu"), "generation_config": None,
+    target = type("Target", (), {"device": torch.device("cpu"), "generation_config": None, "parameters": lambda self: iter(()),
                                  "config": type("C", (), {"max_position_embeddings": 8192})()})()
     pair = type("Pair", (), {"name": "smollm2-pocket", "mid": None, "tokenizer": tok, "target": target})()
     ar_tps = 1.0 / prof.target_ms(1)
     table: dict[str, dict[str, list[float]]] = {"HF prompt lookup": {}}
-    for name, growth in VARIANTS.items():
+    for name, growth in (VARIANTS if args.set == "growth" else SMALL_VARIANTS).items():
+        growth = dict(growth)
+        make = PEERS[growth.pop("peer")] if "peer" in growth else decoder_module.TreeGraftDecoder
         table[name] = {}
         for q in refs["prompts"]:
             n = min(args.max_new_tokens, len(q["ref"]))
             ReferenceVerifier.ref = q["ids"] + q["ref"]
             cfg = DecodeConfig(schedule="small", budget=63, prune=args.prune, clock=prof, **growth)
-            gen = decoder_module.TreeGraftDecoder(pair, cfg).generate(q["ids"], max_new_tokens=n)
+            gen = make(pair, cfg).generate(q["ids"], max_new_tokens=n)
             assert gen.token_ids == q["ref"][:n], (name, q["qid"])
             table[name].setdefault(q["cat"], []).append(n / gen.stats["modelled_ms"] / ar_tps)
             if name == "release":

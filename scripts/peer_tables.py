@@ -28,8 +28,8 @@ def table(folders: list[Path], clock: str) -> str:
     from treegraft_lab import bench
     from treegraft_lab.viz.stats import bench_acceptance
 
-    rows = []
-    for i, folder in enumerate(folders):
+    rows, seen = [], set()
+    for folder in folders:
         if not (folder / "records.parquet").is_file():
             continue
         rec = pd.read_parquet(folder / "records.parquet")
@@ -40,27 +40,30 @@ def table(folders: list[Path], clock: str) -> str:
         acc = bench_acceptance(rec)
         acc = acc[acc.category == "overall"].set_index("method")
         for r in summ.itertuples():
-            if i > 0 and r.method != "small":
+            peer = r.method in ("ar", "hf-pld", "recycling", "suffix")
+            label = LABELS.get(r.method, r.method) + ("" if small == "ngram" or peer else f", small = {small}")
+            if label in seen:  # ar runs in every part
                 continue
-            label = LABELS.get(r.method, r.method) + ("" if small == "ngram" or r.method in ("ar", "hf-pld", "recycling", "suffix")
-                                                     else f", small = {small}")
+            seen.add(label)
             a = acc.loc[r.method, "A"] if r.method in acc.index else float("nan")
             rows.append([label, f"{r.tokens_per_s:.1f}", f"{r.speedup:.2f}x", "-" if a != a else f"{a:.2f}",
                          "-" if r.mid_calls_per_round != r.mid_calls_per_round else f"{r.mid_calls_per_round:.2f}",
-                         f"{100 * r.match_rate:.0f}%"])
-    head = ["method", "tokens/s", "speedup over plain", "tokens / target forward (A)", "mid calls / round", "identical to plain"]
+                         f"{100 * r.match_rate:.0f}%", f"{r.prompts}"])
+    head = ["method", "tokens/s", "speedup over plain", "tokens / target forward (A)", "mid calls / round",
+            "identical to plain", "prompts"]
     return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows])
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--clock", default="a100-paper")
-    p.add_argument("--root", default="data/bench")
+    p.add_argument("folders", nargs="*", type=Path,
+                   help="bench folders (default: the ones scripts/bench_peers.sh writes for --clock)")
     args = p.parse_args(argv)
     tag = "wall" if args.clock == "wall" else args.clock
-    root = Path(args.root)
-    folders = [root / f"smollm2-pocket-{tag}-peers"] + [root / f"smollm2-pocket-{tag}-small-{s}"
-                                                       for s in ("suffix", "ngram+suffix", "recycling")]
+    root = Path("data/bench")
+    folders = args.folders or [root / f"smollm2-pocket-{tag}-peers"] + [
+        root / f"smollm2-pocket-{tag}-small-{s}" for s in ("suffix", "ngram+suffix", "recycling")]
     print(table(folders, args.clock))
     return 0
 
