@@ -207,3 +207,20 @@ def test_a_rule_is_fitted_by_following_its_decisions_through_the_recorded_schedu
     assert got["value"] == 4  # 8 tokens in 71 ms beat 2 in 51 ms; ties go to the smaller value
     score = fit(pd.DataFrame(rows), "rule:score", grid=(0.0, 0.1, 1.01))
     assert [r["mid_calls_per_round"] for r in score["grid"]] == [0, 1, 2]  # exp(-3) = 0.05 < 0.1 at step 2 only
+
+
+def test_a_fitted_rule_is_read_by_name_and_offered_by_the_playground(tmp_path, monkeypatch):
+    import json
+
+    from treegraft_lab.schedule import rules
+    from treegraft_lab.widgets import rule_schedules
+
+    pair = tiny_pair("llama", vocab=64)
+    cfg = DecodeConfig(clock="a100-paper", budget=8)
+    (tmp_path / "rules.json").write_text(json.dumps({rules.rules_key(cfg): {"rule:match": {"value": 2}}}))
+    monkeypatch.setattr(rules, "rules_file", lambda name: tmp_path / "rules.json")
+    assert rules.rules_key(cfg) == "a100-paper-topk-release-ngram"
+    pol = RulePolicy.for_config(DecodeConfig(schedule="rule:match", clock="a100-paper", budget=8), pair)
+    assert pol.name == "rule:match=2"
+    assert rule_schedules(pair, cfg) == ["rule:match=2"]  # rule:score has no fitted value: not offered
+    assert rule_schedules(pair, DecodeConfig(clock="a100-paper", small="suffix")) == []  # fitted for n-gram only
