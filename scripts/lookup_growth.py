@@ -138,6 +138,7 @@ def main() -> None:
     pair = type("Pair", (), {"name": "smollm2-pocket", "mid": None, "tokenizer": tok, "target": target})()
     ar_tps = 1.0 / prof.target_ms(1)
     table: dict[str, dict[str, list[float]]] = {"HF prompt lookup": {}}
+    per_forward: dict[str, list[int]] = {}  # name -> [new tokens, target forwards (each prefill one)]
     for name, growth in (VARIANTS if args.set == "growth" else SMALL_VARIANTS).items():
         growth = dict(growth)
         make = PEERS[growth.pop("peer")] if "peer" in growth else decoder_module.TreeGraftDecoder
@@ -149,6 +150,8 @@ def main() -> None:
             gen = make(pair, cfg).generate(q["ids"], max_new_tokens=n)
             assert gen.token_ids == q["ref"][:n], (name, q["qid"])
             table[name].setdefault(q["cat"], []).append(n / gen.stats["modelled_ms"] / ar_tps)
+            t = per_forward.setdefault(name, [0, 0])
+            t[0], t[1] = t[0] + n, t[1] + gen.stats["rounds"] + 1
             if name == "release":
                 table["HF prompt lookup"].setdefault(q["cat"], []).append(n / pld_ms(q["ids"], q["ref"], n, prof) / ar_tps)
     out = {}
@@ -161,8 +164,11 @@ def main() -> None:
     print("| growth | " + " | ".join(cats) + " |\n|---|" + "---|" * len(cats))
     for name, row in out.items():
         print(f"| {name} | " + " | ".join(f"{row[c]:.2f}x" for c in cats) + " |")
+    a = {name: t[0] / t[1] for name, t in per_forward.items()}  # the paper's A: new tokens / target forwards
+    print("tokens per target forward (each prefill one forward): " + ", ".join(f"{k} {v:.2f}" for k, v in a.items()))
     if args.json:
-        args.json.write_text(json.dumps({"profile": prof.name, "prune": args.prune, "speedup": out}, indent=1))
+        args.json.write_text(json.dumps({"profile": prof.name, "prune": args.prune, "speedup": out,
+                                         "tokens_per_forward": a}, indent=1))
 
 
 if __name__ == "__main__":
