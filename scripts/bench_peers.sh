@@ -11,13 +11,13 @@ COMMON=(--pair smollm2-pocket --dtype float32 --prompts treegraft-suite --split 
 METHODS=ar,hf-pld,recycling,suffix,small,adaptive,rule:match,rule:score
 if [ "$CLOCK" = wall ]; then
   $BIN bench "${COMMON[@]}" --prune value --methods $METHODS --out "$OUT/smollm2-pocket-wall-peers"
-  for s in suffix ngram+suffix recycling; do
+  for s in suffix ngram+suffix recycling ngram+recycling; do
     $BIN bench "${COMMON[@]}" --prune value --methods ar,small --small "$s" --out "$OUT/smollm2-pocket-wall-small-$s"
   done
 else
   $BIN bench "${COMMON[@]}" --prune topk --model-on "$CLOCK" --model-only --methods $METHODS \
       --out "$OUT/smollm2-pocket-$CLOCK-peers"
-  for s in suffix ngram+suffix recycling; do
+  for s in suffix ngram+suffix recycling ngram+recycling; do
     $BIN bench "${COMMON[@]}" --prune topk --model-on "$CLOCK" --model-only --methods ar,small --small "$s" \
         --out "$OUT/smollm2-pocket-$CLOCK-small-$s"
   done
