@@ -9,6 +9,7 @@ one n-gram step a forward). Every output is checked against the reference.
 
     .venv/bin/python scripts/lookup_growth.py --profile a100-paper --prune topk
     .venv/bin/python scripts/lookup_growth.py --profile data/trajectories/smollm2-pocket-cpu-value/profile.json --prune value
+    .venv/bin/python scripts/lookup_growth.py --set small --json data/growth/small-a100-paper-topk.json
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ VARIANTS = {  # name -> DecodeConfig growth overrides (schedule "small")
     "lookup 16, tail joins, min_step_p 0.1": {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1},
     "lookup 16, tail joins, min_step_p 0.2": {"lookup": 16, "chain_frontier": True, "min_step_p": 0.2},
     "lookup 32, tail joins, min_step_p 0.1": {"lookup": 32, "chain_frontier": True, "min_step_p": 0.1},
+}
+LOOKUP = {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1}  # the lookup preset (config.GROWTHS)
+SMALL_VARIANTS = {  # `--set small`: the small drafters (Token Recycling needs the target's logits: bench only)
+    "release": {},
+    "lookup, n-gram": LOOKUP,
+    "lookup, suffix": {**LOOKUP, "small": "suffix"},
+    "lookup, n-gram + suffix": {**LOOKUP, "small": "ngram+suffix"},
+    "release, suffix": {"small": "suffix"},
+    "release, n-gram + suffix": {"small": "ngram+suffix"},
+    "suffix decoding (the peer)": {"peer": "suffix"},
 }
 
 
@@ -111,8 +122,12 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--refs", type=Path, default=Path("data/growth/lookup-references.json"))
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--set", default="growth", choices=("growth", "small"),
+                    help="growth: the growth variants; small: the small drafters with the lookup and release growth")
     args = ap.parse_args()
     from transformers import AutoTokenizer
+
+    from treegraft_lab.baselines import PEERS
 
     refs = references(args.refs, args.max_new_tokens)
     prof = costs.load(args.profile)
@@ -123,15 +138,20 @@ def main() -> None:
     pair = type("Pair", (), {"name": "smollm2-pocket", "mid": None, "tokenizer": tok, "target": target})()
     ar_tps = 1.0 / prof.target_ms(1)
     table: dict[str, dict[str, list[float]]] = {"HF prompt lookup": {}}
-    for name, growth in VARIANTS.items():
+    per_forward: dict[str, list[int]] = {}  # name -> [new tokens, target forwards (each prefill one)]
+    for name, growth in (VARIANTS if args.set == "growth" else SMALL_VARIANTS).items():
+        growth = dict(growth)
+        make = PEERS[growth.pop("peer")] if "peer" in growth else decoder_module.TreeGraftDecoder
         table[name] = {}
         for q in refs["prompts"]:
             n = min(args.max_new_tokens, len(q["ref"]))
             ReferenceVerifier.ref = q["ids"] + q["ref"]
             cfg = DecodeConfig(schedule="small", budget=63, prune=args.prune, clock=prof, **growth)
-            gen = decoder_module.TreeGraftDecoder(pair, cfg).generate(q["ids"], max_new_tokens=n)
+            gen = make(pair, cfg).generate(q["ids"], max_new_tokens=n)
             assert gen.token_ids == q["ref"][:n], (name, q["qid"])
             table[name].setdefault(q["cat"], []).append(n / gen.stats["modelled_ms"] / ar_tps)
+            t = per_forward.setdefault(name, [0, 0])
+            t[0], t[1] = t[0] + n, t[1] + gen.stats["rounds"] + 1
             if name == "release":
                 table["HF prompt lookup"].setdefault(q["cat"], []).append(n / pld_ms(q["ids"], q["ref"], n, prof) / ar_tps)
     out = {}
@@ -144,8 +164,11 @@ def main() -> None:
     print("| growth | " + " | ".join(cats) + " |\n|---|" + "---|" * len(cats))
     for name, row in out.items():
         print(f"| {name} | " + " | ".join(f"{row[c]:.2f}x" for c in cats) + " |")
+    a = {name: t[0] / t[1] for name, t in per_forward.items()}  # the paper's A: new tokens / target forwards
+    print("tokens per target forward (each prefill one forward): " + ", ".join(f"{k} {v:.2f}" for k, v in a.items()))
     if args.json:
-        args.json.write_text(json.dumps({"profile": prof.name, "prune": args.prune, "speedup": out}, indent=1))
+        args.json.write_text(json.dumps({"profile": prof.name, "prune": args.prune, "speedup": out,
+                                         "tokens_per_forward": a}, indent=1))
 
 
 if __name__ == "__main__":

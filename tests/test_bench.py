@@ -26,13 +26,14 @@ def pair():
 
 @pytest.fixture(scope="module")
 def result(pair):
-    methods = ["ar", "hf-pld", "small", "10101", "no-nd", "adaptive"]
+    methods = ["ar", "hf-pld", "small", "10101", "no-nd", "adaptive", "recycling", "suffix", "rule:match"]
     return bench.run_bench(pair, PROMPTS, methods, max_new_tokens=8, budget=8, warmup_tokens=4, progress=False)
 
 
 def test_harness_records_and_summary(result):
-    ran = ["ar", "hf-pld", "small", "10101", "no-nd"]
+    ran = ["ar", "hf-pld", "small", "10101", "no-nd", "recycling", "suffix"]
     assert "adaptive" in result.skipped and "scheduler" in result.skipped["adaptive"]  # no artifact for a tiny pair
+    assert "no fitted rule:match" in result.skipped["rule:match"]  # nor a fitted rule
     assert sorted(result.records.method.unique()) == sorted(ran)
     assert len(result.records) == len(PROMPTS) * len(ran)
     assert set(result.summary.category) == {"code", "math", "overall"}
@@ -51,9 +52,9 @@ def test_json_and_tables(result, tmp_path):
     js = result.to_json()
     assert set(js) == {"overall", "per_category"}
     assert set(js["per_category"]) == {"code", "math"}
-    assert set(js["overall"]) == {"ar", "hf-pld", "small", "10101", "no-nd"}
+    assert set(js["overall"]) == {"ar", "hf-pld", "small", "10101", "no-nd", "recycling", "suffix"}
     md = bench.render_markdown(result)
-    for needle in ("## Main table", "All Small", "HF PLD", "## Ablation", "w/o ND", "TreeGraft fixed (10101)",
+    for needle in ("## Main table", "All Small", "HF PLD", "Token Recycling", "Suffix decoding", "## Ablation", "w/o ND", "TreeGraft fixed (10101)",
                    "AMD" if "AMD" in result.meta["hardware"]["cpu"] else result.meta["hardware"]["cpu"][:10],
                    "torch", "Load:", "`adaptive`"):
         assert needle in md

@@ -4,6 +4,13 @@
 rules (temperature, top-k, top-p) as the decoder, so a sampled TreeGraft run and an
 autoregressive one draw from the same distribution.
 
+`RecyclingDecoder` and `SuffixDecoder` are the field's training-free tree peers through the same
+round loop (target verification, acceptance and pricing unchanged; `retrieval` has the drafters):
+Token Recycling fills its fixed 80-node template from the adjacency matrix, refreshed from the
+target's top-8 at every verified node; suffix decoding grows its tree best-first from a suffix
+automaton of the prompt and generated text, as many nodes as the match is long (at most the
+budget). Neither calls the mid drafter.
+
 `cascade` is the "w/o ND" family's sequence baseline (cascade speculative drafting): the small
 drafter drafts a chain of D tokens, the mid drafter checks it in one forward and OVERWRITES it
 from its first disagreement with its own greedy tokens, and the target verifies the chain.
@@ -20,6 +27,7 @@ from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import Generation, TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.prompting import encode_prompt, eos_ids
+from treegraft_lab.retrieval import TEMPLATE
 from treegraft_lab.tree import MID, SMALL, DraftTree
 from treegraft_lab.verify import warp
 
@@ -98,6 +106,37 @@ class CascadeDecoder(TreeGraftDecoder):
             tok, lq = self.mid.top1(v)
             v, _ = tree.add_child(v, tok, lq, MID, tree.depth[v] + 1)
         return tree, "csd", calls, mid_s
+
+
+class RecyclingDecoder(TreeGraftDecoder):
+    """Token Recycling: the static template filled from the adjacency matrix, verified whole."""
+
+    def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
+        over = {**overrides, "small": "recycling", "schedule": "small", "budget": len(TEMPLATE), "prune": "topk"}
+        super().__init__(pair, config or DecodeConfig(), **over)
+
+    def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
+        tree = DraftTree.start(self.root)
+        self._draft_ms += self.profile.small_ms  # one matrix lookup per template node: a retrieval step
+        self.small.recycling.fill_template(tree)
+        return tree, "recycling", 0, 0.0
+
+
+class SuffixDecoder(TreeGraftDecoder):
+    """Suffix decoding: a best-first tree from the suffix automaton's longest match, verified whole."""
+
+    def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
+        over = {**overrides, "small": "suffix", "schedule": "small", "prune": "topk"}
+        super().__init__(pair, config or DecodeConfig(), **over)
+
+    def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
+        tree = DraftTree.start(self.root)
+        self._draft_ms += self.profile.small_ms
+        self.small.suffix.grow(tree, self.budget)
+        return tree, "suffix", 0, 0.0
+
+
+PEERS = {"recycling": RecyclingDecoder, "suffix": SuffixDecoder}  # bench methods decoded by these classes
 
 
 @torch.inference_mode()

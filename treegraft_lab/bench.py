@@ -4,8 +4,12 @@ Methods (`METHODS`): `ar` (the target's plain greedy HF `generate`, the referenc
 (the same `generate` on transformers' stock forwards and cache: "HF as shipped", which `ar`
 beats when the pair runs the packed CPU path of `treegraft_lab.cpu_path`), `hf-pld`
 (HF prompt-lookup decoding, `prompt_lookup_num_tokens=10`), `hf-assisted` (HF assisted
-generation with the mid drafter), the decoder's schedules `small`, `mid`, `10101`, `adaptive`,
-the cascade baseline `csd`, and the ablations `no-eg` / `no-nd` (fixed 10101 schedule).
+generation with the mid drafter), the training-free tree peers `recycling` (Token Recycling) and
+`suffix` (suffix decoding) through the decoder's round loop (`baselines.PEERS`), the decoder's
+schedules `small`, `mid`, `10101`, `adaptive`, the rule schedules `rule:match` and `rule:score`
+(values fitted on the train split, `schedule.rules`), the cascade baseline `csd`, and the
+ablations `no-eg` / `no-nd` (fixed 10101 schedule). The tree methods' small drafter is the
+`small` entry of `growth` (default: the n-gram drafter).
 
 Protocol: one warm-up generation per method on the first prompt (not timed); then for every
 prompt and repeat, every method runs once, in an order rotated from prompt to prompt so that
@@ -49,8 +53,8 @@ import torch
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
 
-METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted", "small", "mid", "10101", "adaptive", "csd", "no-eg", "no-nd",
-           "oracle")
+METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted", "recycling", "suffix", "small", "mid", "10101", "adaptive",
+           "rule:match", "rule:score", "csd", "no-eg", "no-nd", "oracle")
 DEFAULT_METHODS = METHODS[:-1]  # the oracle replays every schedule each round: ask for it by name
 HF_METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted")
 TREE_METHODS = {  # method -> DecodeConfig overrides
@@ -58,14 +62,16 @@ TREE_METHODS = {  # method -> DecodeConfig overrides
     "mid": {"schedule": "mid"},
     "10101": {"schedule": "10101"},
     "adaptive": {"schedule": "adaptive"},
+    "rule:match": {"schedule": "rule:match"},
+    "rule:score": {"schedule": "rule:score"},
     "oracle": {"schedule": "oracle"},
     "no-eg": {"schedule": "10101", "expanded_graft": False},
     "no-nd": {"schedule": "10101", "non_destructive": False},
 }
 MAIN_COLUMNS = {"hf-stock": "HF stock", "small": "All Small", "mid": "All Mid", "adaptive": "TreeGraft", "oracle": "Oracle",
-                "hf-pld": "HF PLD", "hf-assisted": "HF assisted"}
+                "hf-pld": "HF PLD", "hf-assisted": "HF assisted", "recycling": "Token Recycling", "suffix": "Suffix decoding"}
 ABLATION_ROWS = {"csd": "CSD", "no-eg": "w/o EG", "no-nd": "w/o ND", "10101": "TreeGraft fixed (10101)",
-                 "adaptive": "TreeGraft adaptive"}
+                 "adaptive": "TreeGraft adaptive", "rule:match": "TreeGraft rule:match", "rule:score": "TreeGraft rule:score"}
 PLD_TOKENS = 10
 
 Runner = Callable[[list[int], int], dict]
@@ -182,7 +188,7 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
     """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget);
     `clock`: the resolved profile (or a name) the tree methods decide on. growth: DecodeConfig
     overrides of the tree methods' growth rule (`config.GROWTHS`; default: release)."""
-    from treegraft_lab.baselines import CascadeDecoder
+    from treegraft_lab.baselines import PEERS, CascadeDecoder
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
 
@@ -198,6 +204,9 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
         return _hf_runner(pair, assistant=pair.mid), {}
     if method == "csd":
         dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock))
+        return _decoder_runner(dec), {"budget": dec.budget}
+    if method in PEERS:
+        dec = PEERS[method](pair, DecodeConfig(budget=budget, clock=clock, **(growth or {})))
         return _decoder_runner(dec), {"budget": dec.budget}
     if method in TREE_METHODS:
         dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
@@ -235,8 +244,9 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
     profiles = {p.name: p for p in (costs.load(x) for x in model_on)}
-    here = measure.resolve("wall", pair)  # this device's profile, resolved once for every wall-clock decoder
     keys = [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
+    # this device's profile, resolved once for every wall-clock decoder (measured only if one runs)
+    here = measure.resolve("wall", pair) if any(m not in HF_METHODS for m, _ in keys) else None
     keys += [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
     runners, facts, skipped = {}, {}, {}
     warm = encode_prompt(pair.tokenizer, warmup_prompt) if warmup_prompt else encoded[0]
@@ -279,7 +289,8 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
                 settings={**(settings or {}), "methods": list(dict.fromkeys(m for m, _ in order)),
                           "max_new_tokens": max_new_tokens, "repeats": repeats, "budget": budget, "prune": prune,
                           "warmup_tokens": warmup_tokens, "prompts": len(prompts), "model_on": list(profiles),
-                          "prune_modelled": prune_modelled or prune, "growth": _growth_name(growth)},
+                          "prune_modelled": prune_modelled or prune, "growth": _growth_name(growth),
+                          "small": (growth or {}).get("small", "ngram")},
                 profiles={c: {"device": p.device, "source": p.source} for c, p in profiles.items()},
                 skipped=skipped)
     records = pd.DataFrame(rows)

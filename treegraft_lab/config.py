@@ -10,7 +10,8 @@ from treegraft_lab.errors import TreeGraftError
 if TYPE_CHECKING:  # the annotation only: `import treegraft_lab.config` stays free of numpy
     from treegraft_lab.costs import DeviceProfile
 
-NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle")
+NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
+RULES = ("rule:match", "rule:score")  # optionally with its value: "rule:match=3", "rule:score=0.3"
 EXPANSIONS = ("per_parent", "global")
 # Named tree-growth rules: DecodeConfig overrides. "release": the authors' release (the defaults);
 # "lookup": the release's rule plus prompt lookup's draft (16 tokens) under the root at the first
@@ -25,6 +26,9 @@ GROWTH_FIELDS = ("expansion", "ngram_chain", "chain_len", "lookback", "lookup", 
 
 def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
     """Return the 0/1 mask for a mask-like schedule ("10101", [1,0,1,0,1]); None otherwise."""
+    if isinstance(schedule, str) and schedule.startswith("rule:"):
+        rule_value(schedule)  # raises on a bad rule
+        return None
     if isinstance(schedule, str) and schedule not in NAMED_SCHEDULES:
         if not schedule or set(schedule) - {"0", "1"}:
             raise TreeGraftError(
@@ -44,6 +48,36 @@ def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
             f"give one bit per draft step"
         )
     return bits
+
+
+SMALL_DRAFTERS = ("ngram", "recycling", "suffix")
+
+
+def parse_small(small: str) -> tuple[str, ...]:
+    """"ngram+suffix" -> ("ngram", "suffix"); raises TreeGraftError with the one-line reason."""
+    parts = tuple(p.strip() for p in str(small).split("+"))
+    if not parts or any(p not in SMALL_DRAFTERS for p in parts) or len(set(parts)) != len(parts):
+        raise TreeGraftError(f"small must be one of {', '.join(SMALL_DRAFTERS)} or a '+'-joined combination "
+                         f"such as 'ngram+suffix', got {small!r}")
+    return parts
+
+
+def rule_value(schedule: str) -> tuple[str, float | None]:
+    """"rule:match=3" -> ("rule:match", 3.0); "rule:score" -> ("rule:score", None): the value fitted
+    for the pair and clock is read from its card (`schedule.rules`)."""
+    name, _, value = schedule.partition("=")
+    if name not in RULES:
+        raise TreeGraftError(f"schedule {schedule!r}: the rules are {', '.join(RULES)}, optionally with a value "
+                             f"('rule:match=3': call the mid drafter while the context match is shorter than 3 tokens)")
+    if not value:
+        return name, None
+    try:
+        x = float(value)
+    except ValueError:
+        x = -1.0
+    if x < 0:
+        raise TreeGraftError(f"schedule {schedule!r}: the value after '=' must be a number >= 0")
+    return name, x
 
 
 @dataclass
@@ -72,7 +106,12 @@ class DecodeConfig:
     paper); "value" keeps, each round, only the best nodes whose calibrated acceptance chance pays
     for their verification time on this device (at most `budget`; budget.ValuePruner). ngram_max/ngram_min: n-gram match sizes of the small drafter.
     expanded_graft (EG) and non_destructive (ND) switch the paper's WHERE and HOW mechanisms.
-    schedule: "small", "mid", a 0/1 mask such as "10101", "adaptive", "oracle", or a policy
+    small: the small drafter(s): "ngram" (the release), "recycling" (Token Recycling's adjacency
+    matrix), "suffix" (a suffix automaton's longest match) or a "+"-joined combination such as
+    "ngram+suffix" (`retrieval`). schedule: "small", "mid", a 0/1 mask such as "10101", "adaptive",
+    "oracle", a rule ("rule:match": call the mid drafter while the context match is shorter than
+    tau tokens; "rule:score": while the best small path's probability is below a threshold; the
+    value fitted on the train split, or given as "rule:match=3"), or a policy
     object with `decide(ctx) -> bool`. call_budget: most mid calls per round (None = no cap).
     clock: the costs every time-weighing decision reads (the scheduler's inputs, value pruning,
     budget "auto", the oracle) and each round is priced with: "wall" (default) = this device's
@@ -94,6 +133,7 @@ class DecodeConfig:
     max_nodes: int | None = None
     lookback: int | None = 5
     budget: int | str = 63
+    small: str = "ngram"
     prune: str = "topk"
     ngram_max: int = 5
     ngram_min: int = 1
@@ -141,6 +181,7 @@ class DecodeConfig:
                 isinstance(self.budget, int) and self.budget >= 1,
                 f"budget must be an integer >= 1 (non-root nodes verified) or 'auto', got {self.budget!r}",
             )
+        parse_small(self.small)
         need(self.prune in ("topk", "value"), f"prune must be 'topk' (the paper) or 'value' (per-round, cost-aware), got {self.prune!r}")
         need(
             isinstance(self.ngram_max, int) and isinstance(self.ngram_min, int) and 1 <= self.ngram_min <= self.ngram_max,

@@ -30,13 +30,14 @@ import torch
 
 from treegraft_lab import graft, measure
 from treegraft_lab.budget import ValuePruner, auto_budget
-from treegraft_lab.config import DecodeConfig, parse_mask
+from treegraft_lab.config import DecodeConfig, parse_mask, parse_small
 from treegraft_lab.costs import SKIPPED, scheduler_costs
-from treegraft_lab.drafters import ModelDrafter, NgramDrafter
+from treegraft_lab.drafters import ModelDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import HookEvent, check_hooks, record
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import leaf_ms, replay_all
+from treegraft_lab.retrieval import RecyclingDrafter, SmallDrafters, label
 from treegraft_lab.rounds import RoundInfo, RoundStart, StepResult
 from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.policies import MaskPolicy, Policy, make_policy
@@ -63,7 +64,8 @@ class Generation:
 
 
 class TreeGraftDecoder:
-    """A lossless tree speculative decoder with a small (n-gram) and a mid (LM) drafter."""
+    """A lossless tree speculative decoder with a small drafter (n-gram, Token Recycling, suffix or a
+    combination: `DecodeConfig.small`) and a mid (LM) drafter."""
 
     def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
         config = replace(config or DecodeConfig(), **overrides)
@@ -84,6 +86,8 @@ class TreeGraftDecoder:
         self._draft_ms = 0.0  # this round's draft steps priced by the profile
         self.round_idx = 0
         self.replaying = False  # True while a round is replayed and not committed (oracle, collect)
+        self.small_names = parse_small(config.small)
+        self.recycled = RecyclingDrafter() if "recycling" in self.small_names else None  # kept across runs
 
     @staticmethod
     def _needs_mid(config: DecodeConfig) -> bool:
@@ -123,8 +127,8 @@ class TreeGraftDecoder:
         self.ids = list(ids)
         self.prompt_len = len(ids)
         self.root = ids[-1]
-        self.small = NgramDrafter(cfg.ngram_max, cfg.ngram_min)
-        self.small.index.extend(ids)
+        self.small = SmallDrafters(self.small_names, cfg.ngram_max, cfg.ngram_min, self.recycled)
+        self.small.extend(ids)
         self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
         self.target = TargetVerifier(self.pair.target)
         self.target.prefill(ids[:-1])
@@ -225,17 +229,22 @@ class TreeGraftDecoder:
                 self._prompt_backlog = 0
             frontier = graft.top_by_score(tree, pool, cfg.width)
             proposals = self.mid.propose(tree, frontier, cfg.width, children)
+            groups = [("mid", proposals)]
         else:
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
             if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
                 return StepResult(pool, [], [], [], fwd, t, SKIPPED)  # a step from so unlikely a node cannot pay for itself
             size = len(frontier)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
-            proposals = self.small.propose(tree, frontier, cfg.width, children, chain)
+            groups = [(d.name, d.propose(tree, frontier, cfg.width, children, chain))
+                      for d in getattr(self.small, "parts", [self.small])]  # each small drafter's own
+            proposals = sorted((p for _, ps in groups for p in ps), key=lambda p: -(tree.score[p[0]] + p[2]))
         self._draft_ms += self.profile.step_ms(call, size)  # the one pricing rule (costs.DeviceProfile.step_ms)
         n0 = len(tree)
         tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
+        for name, ps in groups:  # which drafter made each node (the recorder and the viewer read it)
+            label(tree, ps, name)
         if tails and cfg.chain_frontier:
             new = list(dict.fromkeys(new + tails))
         landed = set(new)
@@ -252,6 +261,7 @@ class TreeGraftDecoder:
         if not todo:
             return []
         graft.graft(tree, todo, SMALL, k, self.config.non_destructive, None)
+        label(tree, todo, "lookup")
         ends = []
         for p in todo:
             v = 0
@@ -284,7 +294,9 @@ class TreeGraftDecoder:
             self.target.commit(kept, path)
             if self.mid is not None:
                 self.mid.commit(tree, path)
-            self.small.index.extend(emitted)
+            if hasattr(self.small, "observe"):
+                self.small.observe(tree, kept, logits)  # Token Recycling: the target's top-k at every verified node
+            self.small.extend(emitted)
             self.ids += emitted
             self.root = bonus
             if self.pruner is not None:  # the run's rate is modelled too: decisions never read the wall clock

@@ -142,8 +142,14 @@ class NgramIndex:
 class NgramDrafter:
     """The small drafter: proposes continuations of frontier nodes from the n-gram index."""
 
+    name = "ngram"
+
     def __init__(self, nmax: int = 5, nmin: int = 1) -> None:
         self.index = NgramIndex(nmax, nmin)
+
+    def extend(self, tokens: list[int]) -> None:
+        """Committed tokens: the index learns them."""
+        self.index.extend(tokens)
 
     def propose(self, tree: DraftTree, frontier: list[int], width: int, children: int | None = None,
                 chain: int = 1) -> list[Proposal]:

@@ -151,6 +151,7 @@ class Recorder:
             "logp": t.logp[v], "score": t.score[v], "creator": CREATOR_NAMES[t.creator[v]],
             "drafted_by": CREATOR_NAMES[t.drafted_by[v]], "created_step": t.step[v],
             "ngram_n": t.ngram_n[v], "mid_scored": t.mid_scored[v], "alive": t.alive[v],
+            "source": t.source[v] or CREATOR_NAMES[t.creator[v]],  # by name: "ngram", "suffix", "mid", "ngram+suffix"
         }
 
     def _on_round_prune(self, ev: HookEvent) -> None:

@@ -50,9 +50,10 @@ def group_of(category: str) -> str:
 def answer_methods() -> tuple[str, ...]:
     """Methods that can write answer files: plain decoding and every tree method (they count
     accepted tokens per forward; the Hugging Face peers hf-pld and hf-assisted do not expose them)."""
+    from treegraft_lab.baselines import PEERS
     from treegraft_lab.bench import TREE_METHODS
 
-    return (*PLAIN, *TREE_METHODS, "csd")
+    return (*PLAIN, *TREE_METHODS, "csd", *PEERS)
 
 
 def check_writable(folder) -> Path:
@@ -77,7 +78,7 @@ def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = 
     """A callable `(messages, max_new_tokens) -> dict` decoding one turn with `method` (timed on the
     wall clock; `clock`: the resolved profile its decisions read; growth: DecodeConfig overrides)."""
     from treegraft_lab import bench
-    from treegraft_lab.baselines import CascadeDecoder
+    from treegraft_lab.baselines import PEERS, CascadeDecoder
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.prompting import encode_prompt
@@ -95,8 +96,8 @@ def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = 
 
         return run_plain
     cfg = DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
-                       **({"schedule": "mid"} if method == "csd" else bench.TREE_METHODS[method]))
-    dec = CascadeDecoder(pair, cfg) if method == "csd" else TreeGraftDecoder(pair, cfg)
+                       **({"schedule": "mid"} if method in ("csd", *PEERS) else bench.TREE_METHODS[method]))
+    dec = CascadeDecoder(pair, cfg) if method == "csd" else PEERS[method](pair, cfg) if method in PEERS else TreeGraftDecoder(pair, cfg)
 
     def run_tree(messages: list[dict], max_new_tokens: int) -> dict:
         gen = dec.generate(messages, max_new_tokens=max_new_tokens)

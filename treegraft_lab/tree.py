@@ -15,6 +15,7 @@ import torch
 
 SMALL, MID = 1, 2  # bits of `drafted_by`
 CREATOR_NAMES = {0: "root", SMALL: "small", MID: "mid", SMALL | MID: "both"}
+SOURCE_ORDER = {"root": 0, "lookup": 1, "ngram": 2, "recycling": 3, "suffix": 4, "mid": 5}  # how `source` lists them
 
 
 @dataclass
@@ -33,6 +34,7 @@ class DraftTree:
     mid_scored: list[bool] = field(default_factory=list)  # membership in P
     alive: list[bool] = field(default_factory=list)
     children: list[dict[int, int]] = field(default_factory=list)  # token -> child id
+    source: list[str] = field(default_factory=list)  # the drafters that proposed it by name, "+"-joined ("" unlabelled)
 
     @classmethod
     def start(cls, root_token: int) -> DraftTree:
@@ -63,6 +65,7 @@ class DraftTree:
         self.mid_scored.append(False)
         self.alive.append(True)
         self.children.append({})
+        self.source.append("" if parent >= 0 else "root")
         if parent >= 0:
             self.children[parent][token] = nid
         return nid
@@ -84,6 +87,12 @@ class DraftTree:
                     self.refresh_scores()
             return old, False
         return self._append(token, parent, logp, creator, step, ngram_n), True
+
+    def add_source(self, v: int, name: str) -> None:
+        """Record that drafter `name` ("ngram", "suffix", "mid", ...) proposed node `v`."""
+        names = [x for x in self.source[v].split("+") if x]
+        if name not in names:
+            self.source[v] = "+".join(sorted([*names, name], key=lambda x: (SOURCE_ORDER.get(x, 9), x)))
 
     def refresh_scores(self) -> None:
         """Recompute every path score from the edge scores (ids are topological)."""

@@ -231,6 +231,23 @@ def adaptive_status(pair, config=None) -> str | None:
         return f"{type(e).__name__}: {e}"
 
 
+def rule_schedules(pair, config) -> list[str]:
+    """The rule schedules fitted for `pair` under `config` (its clock's profile class, pruning,
+    growth and small drafter), with their values: ["rule:match=0", "rule:score=0.05"] or fewer."""
+    from treegraft_lab import measure
+    from treegraft_lab.config import RULES
+    from treegraft_lab.schedule.rules import RulePolicy
+
+    out = []
+    for rule in RULES:
+        try:
+            prof = measure.resolve(config.clock, pair, allow_measure=False)
+            out.append(RulePolicy.for_config(replace(config, schedule=rule), pair, prof).name)
+        except Exception:  # noqa: BLE001 - a rule not fitted for this setting is simply not offered
+            continue
+    return out
+
+
 def scheduler_name(pair, config) -> str:
     """The artifact folder name ("<profile class>-<pruning>") a decoder with `config` loads."""
     from treegraft_lab import measure
@@ -479,8 +496,8 @@ class SchedulePlayground(W.VBox):
         """The replays' common DecodeConfig: the recorded run's growth rule, budget, pruning, profile."""
         from treegraft_lab.config import GROWTH_FIELDS, DecodeConfig
 
-        keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "children", "max_nodes",
-                *GROWTH_FIELDS)  # the recorded run's growth rule too
+        keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "children", "max_nodes", "small",
+                *GROWTH_FIELDS)  # the recorded run's growth rule and small drafter too
         base = {k: self.cfg[k] for k in keys if k in self.cfg}
         return DecodeConfig(**base, budget=int(self.budget.value), prune=self.prune.value, clock=self.clock.value)
 
@@ -497,6 +514,8 @@ class SchedulePlayground(W.VBox):
                "all-small": cfg(schedule="small"), "all-mid": cfg(schedule="mid")}
         if adaptive_status(self.pair, base) is None:
             out["adaptive"] = cfg(schedule="adaptive")
+        for name in rule_schedules(self.pair, base):  # the switching rules fitted for this setting
+            out[name] = cfg(schedule=name)
         return out
 
     def replay(self) -> pd.DataFrame:

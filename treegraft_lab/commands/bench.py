@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         specbench.check_writable(args.answers)
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, per_category=args.limit_per_category)
-    needs_mid = any(m not in ("ar", "hf-pld", "small") for m in methods)
+    needs_mid = any(m not in ("ar", "hf-pld", "small", "recycling", "suffix") for m in methods)
     pair = load_pair_from_args(args, require_mid=needs_mid)
     cli = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", "..."]  # "...": called from Python
     settings = {"pair": pair.name, "target": getattr(pair, "target_id", ""), "mid": getattr(pair, "mid_id", ""),

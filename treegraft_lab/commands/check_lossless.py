@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="at most this many prompts")
     parser.add_argument("--per-category", type=int, default=None, help="the first N prompts of each category")
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--schedules", default="small,mid,10101", help="comma-separated schedules")
+    parser.add_argument("--schedules", default="small,mid,10101",
+                        help="comma-separated schedules, or the peers recycling / suffix (their own trees)")
     parser.add_argument("--budget", type=int, default=63)
     parser.add_argument("--json", action="store_true", help="print one JSON object with matches and total")
     parser.add_argument("--float32-logits", action="store_true",
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from tqdm.auto import tqdm
 
+    from treegraft_lab.baselines import PEERS
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.prompting import encode_prompt
@@ -87,9 +89,11 @@ def run(args: argparse.Namespace) -> int:
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit, per_category=args.per_category)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
-    configs = {s if c == "wall" else f"{s}@{c}": DecodeConfig(schedule=s, budget=args.budget, prune=p, clock=c, **growth_from_args(args))
+    configs = {s if c == "wall" else f"{s}@{c}": DecodeConfig(schedule="small" if s in PEERS else s, budget=args.budget, prune=p,
+                                                              clock=c, **growth_from_args(args))
                for s in schedules for c, p in clocks_from_args(args)}  # validates early
     pair = load_pair_from_args(args, require_mid=any(c.schedule_name != "small" for c in configs.values()))
+    peer = {k: PEERS.get(k.split("@")[0]) for k in configs}
     matches, total, failures = 0, 0, []
     for q in tqdm(prompts, desc="check-lossless", disable=args.json):
         ids = encode_prompt(pair.tokenizer, q["turns"][0])
@@ -98,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                                        do_sample=False, attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=pair.device))
         ref = out[0, len(ids):].tolist()
         for s, cfg in configs.items():
-            ours = TreeGraftDecoder(pair, with_profile(cfg, pair)).generate(ids, max_new_tokens=args.max_new_tokens).token_ids
+            ours = (peer[s] or TreeGraftDecoder)(pair, with_profile(cfg, pair)).generate(ids, max_new_tokens=args.max_new_tokens).token_ids
             total += 1
             if ours == ref:
                 matches += 1

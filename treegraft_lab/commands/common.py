@@ -63,13 +63,18 @@ def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
                              f"authors' release); compact: the global top-W children per step, no chains, every "
                              f"unscored node reselectable (default: {DEFAULT_GROWTH})")
     parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k, release growth)")
+    parser.add_argument("--small", default="ngram",
+                        help="the small drafter of the tree methods: ngram, recycling (Token Recycling's adjacency "
+                             "matrix), suffix (a suffix automaton) or a '+'-joined combination (default: ngram)")
 
 
 def growth_from_args(args: argparse.Namespace) -> dict:
     """DecodeConfig options of --growth / --children."""
     from treegraft_lab.config import GROWTHS
 
-    return dict(GROWTHS[args.growth]) if args.growth == "compact" else {**GROWTHS[args.growth], "children": args.children}
+    small = {"small": args.small} if getattr(args, "small", "ngram") != "ngram" else {}
+    base = dict(GROWTHS[args.growth]) if args.growth == "compact" else {**GROWTHS[args.growth], "children": args.children}
+    return {**base, **small}
 
 
 def check_settings(schedules, budget, growth: dict, clocks: list[tuple[str, str]], **kw) -> None:

@@ -40,6 +40,10 @@ def make_policy(config: DecodeConfig, pair=None, profile=None) -> Policy:
         return AdaptivePolicy.for_pair(pair, config, profile)
     if s == "oracle":
         return MaskPolicy((0,) * config.depth, "oracle")  # the decoder replays every mask itself
+    if isinstance(s, str) and s.startswith("rule:"):
+        from treegraft_lab.schedule.rules import RulePolicy
+
+        return RulePolicy.for_config(config, pair, profile)
     mask = parse_mask(s, config.depth)
     if mask is not None:
         return MaskPolicy(mask)

@@ -33,6 +33,13 @@ import plotly.graph_objects as go
 
 COLORS = {"root": "#4d4d4d", "small": "#2a7fdb", "mid": "#e8590c", "both": "#7b2cbf"}
 DRAFTER_LABELS = {"root": "root (last token)", "small": "small (n-gram)", "mid": "mid (LM)", "both": "both drafters"}
+# small-drafted nodes are coloured by the small drafter that made them (`DraftTree.source`)
+SMALL_KINDS = {"suffix": ("#2b9348", "small (suffix)"), "recycling": ("#0f9fa8", "small (recycling)")}
+
+
+def _small_kind(source: str) -> str:
+    """"ngram", "suffix" or "recycling": the first small drafter named in a node's source."""
+    return next((s for s in str(source).split("+") if s in SMALL_KINDS), "ngram")
 ACCEPT_COLOR = "#f5b700"
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 FONT_SIZE = 10
@@ -209,7 +216,8 @@ def _hover(r: pd.Series, final: bool) -> str:
     lines = [
         f"<b>{html.escape(repr(str(r['text'])))}</b>  (node {r['node']}, token {r['token']})",
         f"depth {r['depth']} · p = {p:.3f} · s = {math.exp(s):.3g} (log {s:.2f})",
-        f"created at step {r['created_step']} by {r['creator']} · drafted by {r['drafted_by']}",
+        f"created at step {r['created_step']} by {r['creator']} · drafted by {r['drafted_by']}"
+        + (f" ({r['source']})" if r.get("source", "") not in ("", r["drafted_by"]) else ""),
         f"mid-rescored: {'yes' if r['mid_scored'] else 'no'}" + (f" · n-gram n = {r['ngram_n']}" if r["ngram_n"] else ""),
     ]
     if not r["alive"]:
@@ -278,7 +286,8 @@ def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bo
             textfont={"family": FONT, "size": FONT_SIZE, "color": "#222", "shadow": HALO},
             hovertext=[_hover(r, final) for _, r in sub.iterrows()], hoverinfo="text",
             marker={
-                "color": COLORS[who], "size": list(sub["size"]),
+                "color": ([SMALL_KINDS.get(_small_kind(s), (COLORS[who],))[0] for s in sub["source"]]
+                          if who == "small" and "source" in sub else COLORS[who]), "size": list(sub["size"]),
                 "opacity": [0.22 if f else 1.0 for f in sub["faded"]],
                 "symbol": ["x" if not a else "diamond" if f and not final else "circle"
                            for a, f in zip(sub["alive"], front)],
@@ -295,13 +304,16 @@ def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bo
         marker={"color": FOLD_COLOR, "symbol": "square", "size": SIZE_MIN + 2,
                 "opacity": [0.22 if f else 1.0 for f in sub["faded"]]},
     ))
-    traces += _legend_keys(final)
+    present = {_small_kind(s) for s in rows.loc[rows["drafted_by"].isin(["small", "both"]), "source"]} if "source" in rows else {"ngram"}
+    traces += _legend_keys(final, present)
     return traces
 
 
-def _legend_keys(final: bool) -> list[go.Scatter]:
-    """Legend-only entries explaining the marks (invisible points at no position)."""
-    keys = [(DRAFTER_LABELS[w], {"color": c, "size": 11}, True) for w, c in COLORS.items()]
+def _legend_keys(final: bool, present: set[str] = frozenset({"ngram"})) -> list[go.Scatter]:
+    """Legend-only entries explaining the marks (invisible points at no position); the small
+    drafters' keys show for the drafters `present` (always the same entries: frames line up)."""
+    keys = [(DRAFTER_LABELS[w], {"color": c, "size": 11}, w != "small" or "ngram" in present) for w, c in COLORS.items()]
+    keys += [(label, {"color": c, "size": 11}, k in present) for k, (c, label) in SMALL_KINDS.items()]
     keys += [("pruned (faded)", {"color": "#999", "opacity": 0.25, "size": 11}, final),
             ("dead (overwritten)", {"color": "#999", "symbol": "x", "size": 11}, True),
             ("new at this step", {"color": "white", "size": 11, "line": {"color": "#111", "width": 3}}, not final),

@@ -1,0 +1,84 @@
+"""Fit the rule schedules' values (rule:match's tau, rule:score's threshold) on the train split.
+
+Reads a trajectories folder (the round starts of the train prompts with every schedule replayed
+and priced, as the learned scheduler was trained on), follows each rule at every value of its
+grid through the recorded schedule trees and keeps the value with the best tokens per modelled
+second (`treegraft_lab.schedule.rules.fit`). Writes the values into
+data/scheduler/<pair>/rules.json under "<profile class>-<prune>-<growth>-<small>" and regenerates
+RULES.md beside it (the card).
+
+    .venv/bin/python scripts/fit_rules.py data/trajectories/smollm2-pocket-a100-topk-lookup
+    .venv/bin/python scripts/fit_rules.py data/trajectories/smollm2-pocket-cpu-value-lookup
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+
+
+def card(pair_name: str, fitted: dict) -> str:
+    """RULES.md: what the rules are, how they were fitted, and every fitted grid."""
+    out = [f"# Rule schedules for `{pair_name}`", "",
+           "`rule:match` calls the mid drafter in a round while the longest context match (the longest n-gram, at "
+           "most 5 tokens, ending the committed text that occurred before) is shorter than tau tokens; `rule:score` "
+           "calls it at a draft step while the small drafter's path probability (exp of the mean path score over "
+           "the top-W nodes a mid call would expand) is below a threshold. Each value was fitted on the "
+           "trajectories the learned scheduler of the same setting was trained on (train split, every schedule "
+           "replayed at each round start and priced by the profile): every value of the grid followed its decisions "
+           "through the recorded schedule trees and the highest tokens per modelled second won (ties: fewer mid "
+           "calls, the smaller value). `DecodeConfig(schedule=\"rule:match\")` reads the value fitted for its "
+           "profile class, pruning, growth and small drafter; `rule:match=3` sets one by hand.", ""]
+    for key, entry in sorted(fitted.items()):
+        out += [f"## {key}", "", f"Fitted {entry['date']} on {entry['states']} round starts of {entry['prompts']} train "
+                f"prompts (`{entry['trajectories']}`), priced on {entry['profile']}:", "", "    " + entry["command"], ""]
+        for rule in ("rule:match", "rule:score"):
+            out += [f"`{rule}`: **{entry[rule]['value']:g}**", "", "| value | tokens/s (modelled) | mid calls / round | "
+                    "tokens / target forward |", "|---|---|---|---|"]
+            out += [f"| {r['value']:g} | {r['tokens_per_s']:.2f} | {r['mid_calls_per_round']:.2f} | "
+                    f"{r['tokens_per_forward']:.2f} |" for r in entry[rule]["grid"]]
+            out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("trajectories", help="a folder of data/trajectories/")
+    p.add_argument("--small", default="ngram", help="the small drafter the trajectories were collected with")
+    args = p.parse_args(argv)
+
+    import pandas as pd
+
+    from treegraft_lab import costs
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.schedule import rules
+    from treegraft_lab.schedule.adaptive import profile_class
+
+    folder = Path(args.trajectories)
+    meta = json.loads((folder / "trajectories.json").read_text())
+    df = pd.read_parquet(folder / "trajectories.parquet")
+    profile = costs.load(str(folder / "profile.json"))
+    decode = meta["shard_meta"][0]["decode"]
+    cfg = DecodeConfig(**{k: v for k, v in decode.items() if k not in ("schedule", "clock")}, small=args.small)
+    key = f"{profile_class(profile)}-{cfg.prune}-{cfg.growth}-{cfg.small}"
+    entry = {"profile": profile.name, "states": int(df.state.nunique()), "prompts": int(df.qid.nunique()),
+             "trajectories": str(folder), "date": time.strftime("%Y-%m-%d"),
+             "command": "python scripts/fit_rules.py " + shlex.join(sys.argv[1:] if argv is None else argv)}
+    for rule in rules.GRIDS:
+        entry[rule] = rules.fit(df, rule, ngram_max=cfg.ngram_max)
+        print(f"{key} {rule} = {entry[rule]['value']:g}")
+    path = rules.rules_file(meta["pair"])
+    fitted = rules.read_fitted(meta["pair"])
+    fitted[key] = entry
+    path.write_text(json.dumps(fitted, indent=1) + "\n", encoding="utf-8")
+    (path.parent / "RULES.md").write_text(card(meta["pair"], fitted), encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,226 @@
+"""The training-free small drafters (Token Recycling, suffix automaton), their peers and the rules."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from treegraft_lab.baselines import RecyclingDecoder, SuffixDecoder
+from treegraft_lab.config import DecodeConfig
+from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.hooks import record
+from treegraft_lab.retrieval import TEMPLATE, RecyclingDrafter, SuffixAutomaton, SuffixDrafter
+from treegraft_lab.schedule.rules import RulePolicy
+from treegraft_lab.tiny import tiny_pair
+from treegraft_lab.tree import DraftTree
+
+PROMPTS = [
+    [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7],
+    [1, 2, 3, 4, 10, 11, 12, 13, 14, 40, 41, 3, 4, 10],
+    list(range(20, 50)),
+]
+
+
+def logits_with_order(vocab: int, order: list[int]) -> torch.Tensor:
+    """One row whose top tokens are `order`, best first."""
+    row = torch.zeros(vocab)
+    for i, t in enumerate(order):
+        row[t] = 10.0 - i
+    return row
+
+
+def test_a_verification_overwrites_the_rows_of_every_verified_token_with_the_targets_top_k():
+    d = RecyclingDrafter(k=3)
+    assert d.row(4) == []  # nothing before the target processed the token
+    d.observe([4, 7], torch.stack([logits_with_order(20, [9, 1, 2]), logits_with_order(20, [3, 5, 6])]))
+    assert d.row(4) == [9, 1, 2] and d.row(7) == [3, 5, 6] and d.row(9) == []
+    d.observe([4], logits_with_order(20, [11, 12, 13])[None])  # the next round's verification overwrites
+    assert d.row(4) == [11, 12, 13] and d.row(7) == [3, 5, 6]
+
+
+def test_the_template_is_filled_breadth_first_from_the_matrix_starting_at_the_last_committed_token():
+    d = RecyclingDrafter(k=8)
+    rows = {1: [2, 3, 4, 5, 6, 7, 8, 9], 2: [10, 11, 12, 13, 14, 15, 16, 17], 10: [18, 19, 1, 2, 3, 4, 5, 6]}
+    for tok, order in rows.items():
+        d.observe([tok], logits_with_order(32, order)[None])
+    tree = DraftTree.start(1)
+    d.fill_template(tree)
+    assert [tree.tokens[c] for c in tree.children[0].values()] == rows[1]  # depth 1: the root's whole row
+    two = tree.children[0][2]
+    assert [tree.tokens[c] for c in tree.children[two].values()][:3] == [10, 11, 12]  # rank-0 child, wide
+    ten = tree.children[two][10]
+    assert tree.tokens[tree.children[ten][18]] == 18  # depth 3 from token 10's row
+    assert max(tree.depth) <= 6 and len(tree) - 1 <= len(TEMPLATE) == 80
+    assert set(tree.source[1:]) == {"recycling"}
+
+
+def longest_earlier_match(seq: list[int], ctx: list[int]) -> int:
+    """Brute force: the longest suffix of ctx occurring in seq."""
+    best = 0
+    for n in range(1, len(ctx) + 1):
+        suf = ctx[-n:]
+        if any(seq[i : i + n] == suf for i in range(len(seq) - n + 1)):
+            best = n
+    return best
+
+
+def test_the_suffix_automaton_finds_the_longest_match_and_counts_occurrences():
+    rng = random.Random(0)
+    for _ in range(30):
+        seq = [rng.randrange(4) for _ in range(rng.randrange(1, 60))]
+        sam = SuffixAutomaton()
+        sam.extend(seq)
+        path = [rng.randrange(5) for _ in range(rng.randrange(0, 6))]
+        _, n = sam.walk(sam.last, sam.length[sam.last], path)
+        assert n == longest_earlier_match(seq, seq + path)
+        state, n2, conts = sam.continuations(sam.last, sam.length[sam.last])
+        for tok, cnt, _ in conts:  # occurrences of match + tok, counted by brute force
+            pat = seq[len(seq) - n2 :] + [tok]
+            assert cnt == sum(seq[i : i + len(pat)] == pat for i in range(len(seq) - len(pat) + 1))
+
+
+def test_the_suffix_drafter_drafts_the_most_frequent_continuation_for_as_long_as_the_match():
+    d = SuffixDrafter()
+    d.extend([1, 2, 3, 4, 9, 1, 2, 3, 4, 8, 1, 2, 3, 5, 1, 2, 3])  # "1 2 3" -> 4 twice, 5 once
+    tree = DraftTree.start(3)
+    props = d.propose(tree, [0], width=10, children=10)
+    assert [p[1] for p in props] == [4, 5]
+    assert props[0][3] == 3  # matched 3 tokens
+    assert abs(props[0][2] - torch.log(torch.tensor(2 / 3 * 3 / 4)).item()) < 1e-6
+    assert [t[0] for t in props[0][4]] == [9, 1]  # 3 tokens drafted for a 3-token match, ties: either 9 or 8
+    # a longer match drafts longer: after "... 4 8 1 2 3 5 1 2 3 4 8" the match is 5 tokens
+    d2 = SuffixDrafter()
+    d2.extend([7, 7, 1, 2, 3, 4, 8, 6, 6, 6, 6, 1, 2, 3, 4, 8])
+    p2 = d2.propose(DraftTree.start(8), [0], 10, 10)
+    assert p2[0][1] == 6 and len(p2[0][4]) == 4  # 5 tokens for a 5-token match, every 6 after it
+
+
+def test_the_suffix_peer_grows_at_most_as_many_nodes_as_the_match_is_long():
+    d = SuffixDrafter()
+    d.extend([1, 2, 3, 4, 1, 2, 3, 5, 1, 2, 3])
+    tree = DraftTree.start(3)
+    added = d.grow(tree, budget=63)
+    assert [tree.tokens[v] for v in added] == [4, 5, 1]  # 3-token match: 3 nodes, most likely first
+    assert tree.parent[added[2]] == added[0]
+
+
+@pytest.mark.parametrize("small", ["recycling", "suffix", "ngram+suffix", "ngram+recycling+suffix"])
+def test_every_small_drafter_keeps_treegraft_lossless(small):
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    for ids in PROMPTS:
+        ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, min_new_tokens=24)[0, len(ids):].tolist()
+        for s in ("small", "10101"):
+            for growth in ({}, {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1}):
+                g = TreeGraftDecoder(pair, DecodeConfig(schedule=s, small=small, **growth)).generate(ids, max_new_tokens=24)
+                assert g.token_ids == ref, (small, s, ids)
+
+
+def test_the_recycling_and_suffix_peers_match_plain_greedy_decoding():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    rec, suf = RecyclingDecoder(pair), SuffixDecoder(pair)
+    for ids in PROMPTS:
+        ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, min_new_tokens=24)[0, len(ids):].tolist()
+        assert rec.generate(ids, max_new_tokens=24).token_ids == ref
+        assert suf.generate(ids, max_new_tokens=24).token_ids == ref
+    assert rec.recycled.matrix is not None and (rec.recycled.matrix >= 0).any()  # kept across prompts
+
+
+def test_the_recorder_names_the_drafter_of_every_node():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", small="ngram+suffix"))
+    with record(dec) as rec:
+        dec.generate(PROMPTS[0], max_new_tokens=16)
+    nodes = rec.to_run().tree
+    names = set("+".join(nodes.source).split("+"))
+    assert {"root", "mid", "ngram", "suffix"} <= names
+    assert (nodes[nodes.creator == "mid"].source.str.contains("mid")).all()
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    (dict(small="trie"), "small must be one of ngram, recycling, suffix"),
+    (dict(small="ngram+ngram"), "combination"),
+    (dict(schedule="rule:speed"), "the rules are rule:match, rule:score"),
+    (dict(schedule="rule:match=x"), "a number >= 0"),
+])
+def test_bad_small_drafters_and_rules_get_one_clear_line(kwargs, words):
+    with pytest.raises(TreeGraftError, match=words):
+        DecodeConfig(**kwargs)
+
+
+def test_rules_call_the_mid_drafter_as_their_values_say_and_stay_lossless():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    ids = PROMPTS[1]
+    ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False, min_new_tokens=20)[0, len(ids):].tolist()
+    calls = {}
+    for s in ("rule:match=0", "rule:match=6", "rule:score=0", "rule:score=1.01", "rule:match=2", "rule:score=0.3"):
+        g = TreeGraftDecoder(pair, DecodeConfig(schedule=s)).generate(ids, max_new_tokens=20)
+        assert g.token_ids == ref, s
+        calls[s] = g.stats["mid_calls_per_round"]
+    assert calls["rule:match=0"] == calls["rule:score=0"] == 0  # never shorter than 0 / below 0
+    assert calls["rule:match=6"] == 5  # a match is at most ngram_max = 5 tokens: always
+    assert calls["rule:score=1.01"] == 5
+
+
+def test_a_rule_without_a_fitted_value_is_refused_in_one_line():
+    pair = tiny_pair("llama", vocab=64)
+    with pytest.raises(TreeGraftError, match="no fitted rule:match"):
+        RulePolicy.for_config(DecodeConfig(schedule="rule:match"), pair)
+
+
+def test_the_tree_view_colours_and_lists_each_small_drafter():
+    from treegraft_lab.viz.tree import SMALL_KINDS, tree_figure
+
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", small="ngram+suffix"))
+    with record(dec) as rec:
+        dec.generate(PROMPTS[0], max_new_tokens=12)
+    run = rec.to_run()
+    fig = tree_figure(run, 0)
+    shown = {t.name for t in fig.data if t.showlegend}
+    assert "small (suffix)" in shown and "small (recycling)" not in shown
+    small = next(t for t in fig.data if t.name == "small (n-gram)" and t.mode == "markers+text")
+    rows = run.tree_at(0)
+    colours = dict(zip(rows[rows.drafted_by == "small"].source, small.marker.color))
+    assert any(c == SMALL_KINDS["suffix"][0] for s, c in colours.items() if s.startswith("suffix"))
+
+
+def test_a_rule_is_fitted_by_following_its_decisions_through_the_recorded_schedule_trees():
+    import itertools
+
+    import pandas as pd
+
+    from treegraft_lab.schedule.rules import fit
+
+    # one round start, depth 2: the root match is 3 tokens (0.6 x 5); calling mid at step 1 pays
+    rows = []
+    for sched in ("".join(b) for b in itertools.product("01", repeat=2)):
+        for k in (1, 2):
+            rows.append({"state": "s", "k": k, "prefix": sched[: k - 1], "schedule": sched, "D": 2,
+                         "sig_root_match": 0.6, "sig_mean_path_score": 0.0 if k == 1 else -3.0,
+                         "accepted": {"00": 1, "01": 1, "10": 7, "11": 7}[sched],
+                         "t_draft_ms": 1.0 + 10 * sched.count("1"), "t_verify_ms": 50.0})
+    got = fit(pd.DataFrame(rows), "rule:match", grid=(0, 3, 4, 6))
+    assert [r["mid_calls_per_round"] for r in got["grid"]] == [0, 0, 2, 2]  # calls iff 3 < tau
+    assert got["value"] == 4  # 8 tokens in 71 ms beat 2 in 51 ms; ties go to the smaller value
+    score = fit(pd.DataFrame(rows), "rule:score", grid=(0.0, 0.1, 1.01))
+    assert [r["mid_calls_per_round"] for r in score["grid"]] == [0, 1, 2]  # exp(-3) = 0.05 < 0.1 at step 2 only
+
+
+def test_a_fitted_rule_is_read_by_name_and_offered_by_the_playground(tmp_path, monkeypatch):
+    import json
+
+    from treegraft_lab.schedule import rules
+    from treegraft_lab.widgets import rule_schedules
+
+    pair = tiny_pair("llama", vocab=64)
+    cfg = DecodeConfig(clock="a100-paper", budget=8)
+    (tmp_path / "rules.json").write_text(json.dumps({rules.rules_key(cfg): {"rule:match": {"value": 2}}}))
+    monkeypatch.setattr(rules, "rules_file", lambda name: tmp_path / "rules.json")
+    assert rules.rules_key(cfg) == "a100-paper-topk-release-ngram"
+    pol = RulePolicy.for_config(DecodeConfig(schedule="rule:match", clock="a100-paper", budget=8), pair)
+    assert pol.name == "rule:match=2"
+    assert rule_schedules(pair, cfg) == ["rule:match=2"]  # rule:score has no fitted value: not offered
+    assert rule_schedules(pair, DecodeConfig(clock="a100-paper", small="suffix")) == []  # fitted for n-gram only
