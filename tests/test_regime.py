@@ -5,27 +5,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import torch
 
 from treegraft_lab import costs, regime
 from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.costs import SKIPPED, DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
-from treegraft_lab.tiny import tiny_model, tiny_pair
+from treegraft_lab.tiny import noisy_pair
 
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6]
 STEEP = DeviceProfile("steep", {1: 5.0, 16: 20.0, 64: 80.0}, {1: 1.0, 8: 4.0, 64: 30.0}, small_ms=0.3)
-
-
-def noisy_pair():
-    """Target and a slightly perturbed copy as the mid drafter: acceptance varies by schedule."""
-    pair = tiny_pair("llama", vocab=64, scale=4.0)
-    pair.mid = tiny_model("llama", 64, layers=2, seed=0, scale=4.0)
-    torch.manual_seed(3)
-    with torch.no_grad():
-        for p in pair.mid.parameters():
-            p.add_(0.01 * torch.randn_like(p))
-    return pair
 
 
 def test_one_pricing_rule_for_skipped_and_empty_steps():

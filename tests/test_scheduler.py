@@ -23,7 +23,7 @@ from treegraft_lab.schedule.adaptive import AdaptivePolicy
 from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.policies import MaskPolicy
 from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
-from treegraft_lab.tiny import tiny_model, tiny_pair
+from treegraft_lab.tiny import noisy_pair, tiny_pair
 from treegraft_lab.training.collect import apply_costs, state_rows
 from treegraft_lab.training.distill import (
     Student,
@@ -99,17 +99,6 @@ def test_context_signals_read_the_committed_text():
 
 
 # ---------------------------------------------------------------------------- collection
-def noisy_pair():
-    """Target and a slightly perturbed copy as the mid drafter: acceptance varies by schedule."""
-    pair = tiny_pair("llama", vocab=64, scale=4.0)
-    pair.mid = tiny_model("llama", 64, layers=2, seed=0, scale=4.0)
-    torch.manual_seed(3)
-    with torch.no_grad():
-        for p in pair.mid.parameters():
-            p.add_(0.01 * torch.randn_like(p))
-    return pair
-
-
 def test_the_prefix_sharing_replay_matches_every_decoder_round():
     pair = noisy_pair()
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid"))

@@ -56,6 +56,17 @@ def tiny_pair(arch: str = "llama", vocab: int = 64, mid_seed: int = 1, scale: fl
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
 
 
+def noisy_pair(seed: int = 3, noise: float = 0.01):
+    """A tiny target with a slightly perturbed copy as the mid drafter: acceptance varies by schedule."""
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    pair.mid = tiny_model("llama", 64, layers=2, seed=0, scale=4.0)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for p in pair.mid.parameters():
+            p.add_(noise * torch.randn_like(p))
+    return pair
+
+
 def char_tokenizer():
     """A character-level fast tokenizer (printable ASCII, newline, [UNK]), built offline."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
