@@ -77,3 +77,16 @@ def test_the_stored_replays_price_on_any_profile_without_a_model(capsys):
     assert cli.main(["regime", "--ratios", "0.05,0.6", "--schedules", "all-small,all-mid"]) == 0
     out = capsys.readouterr().out
     assert "all-small" in out and "all-mid" in out and "0.6" in out
+
+
+def test_a_switching_rule_is_decoded_on_the_map_like_an_artifact(replays):
+    pair, cfg, _ = replays
+    profiles = regime.ratio_profiles(STEEP, [0.1, 1.0])
+    runs = regime.decode(pair, [{"question_id": "q", "category": "code", "turns": [PROMPT]}], cfg, profiles,
+                         {"always": "rule:match=6", "never": "rule:match=0"}, max_new=12, progress=False)
+    assert sorted(set(runs["schedule"])) == ["always", "never"] and sorted(set(runs["ratio"])) == [0.1, 1.0]
+    assert (runs[runs.schedule == "always"]["mid_calls"] > 0).all() and (runs[runs.schedule == "never"]["mid_calls"] == 0).all()
+    for ratio, prof in profiles:  # a rule that never calls grows all-small's trees, priced the same
+        gen = TreeGraftDecoder(pair, replace(cfg, schedule="small", clock=prof)).generate(PROMPT, max_new_tokens=12)
+        row = runs[(runs.schedule == "never") & (runs.ratio == ratio)].iloc[0]
+        assert row["ms"] == pytest.approx(gen.stats["modelled_ms"], rel=1e-9)

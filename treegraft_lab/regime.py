@@ -251,20 +251,22 @@ def log_ratios(lo: float = 0.02, hi: float = 1.0, n: int = 12) -> list[float]:
 
 def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple[float, DeviceProfile]],
            schedulers: dict[str, str | Path], max_new: int = 64, progress: bool = True) -> pd.DataFrame:
-    """Real decodes with scheduler artifacts (name -> folder) at each (ratio, profile), on the
-    modelled clock: one row per (prompt, ratio, scheduler) as `price` has them. A family
-    artifact takes the profile's T_tgt / T_mid; any other artifact is run as it is on every
-    profile (what a single-profile scheduler does off its own device)."""
+    """Real decodes with scheduler artifacts (name -> folder) or switching rules (name -> a rule
+    schedule with its value, "rule:match=2") at each (ratio, profile), on the modelled clock: one
+    row per (prompt, ratio, scheduler) as `price` has them. A family artifact takes the profile's
+    T_tgt / T_mid; any other artifact is run as it is on every profile (what a single-profile
+    scheduler does off its own device); a rule decides the same way on every profile."""
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.schedule import artifact as art_io
     from treegraft_lab.schedule.adaptive import AdaptivePolicy
 
-    arts = {name: art_io.load(folder) for name, folder in schedulers.items()}
+    arts = {name: str(spec) if str(spec).startswith("rule:") else art_io.load(spec) for name, spec in schedulers.items()}
     rows = []
     bar = tqdm(total=len(prompts) * len(profiles) * len(arts), desc="decode", mininterval=10, disable=not progress)
     for ratio, prof in profiles:
         for name, art in arts.items():
-            dec = TreeGraftDecoder(pair, replace(config, schedule=AdaptivePolicy(art), clock=prof, temperature=0.0))
+            policy = art if isinstance(art, str) else AdaptivePolicy(art)
+            dec = TreeGraftDecoder(pair, replace(config, schedule=policy, clock=prof, temperature=0.0))
             for p in prompts:
                 s = dec.generate(p["turns"][0], max_new_tokens=max_new).stats
                 acc = s["accepted_per_round"] * s["rounds"]

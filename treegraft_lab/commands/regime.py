@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedules", default=SCHEDULES,
                         help="replay-priced schedules: all-small, all-mid, oracle, best-fixed, or masks (default: %(default)s)")
     parser.add_argument("--scheduler", action="append", default=None, metavar="NAME=FOLDER",
-                        help="artifact for --decode (repeatable; default: adaptive-family and adaptive-single)")
+                        help="artifact folder, or a switching rule with its value (rule:match=2), for --decode "
+                             "(repeatable; default: adaptive-family and adaptive-single)")
     parser.add_argument("--figure", type=Path, default=None, help="write the map's figure (PNG)")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="auto")
