@@ -236,8 +236,7 @@ class TreeGraftDecoder:
                 return StepResult(pool, [], [], [], fwd, t, SKIPPED)  # a step from so unlikely a node cannot pay for itself
             size = len(frontier)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
-            groups = [(d.name, d.propose(tree, frontier, cfg.width, children, chain))
-                      for d in getattr(self.small, "parts", [self.small])]  # each small drafter's own
+            groups = self.small.propose_each(tree, frontier, cfg.width, children, chain)  # each small drafter's own
             proposals = sorted((p for _, ps in groups for p in ps), key=lambda p: -(tree.score[p[0]] + p[2]))
         self._draft_ms += self.profile.step_ms(call, size)  # the one pricing rule (costs.DeviceProfile.step_ms)
         n0 = len(tree)

@@ -152,18 +152,28 @@ def graft_by_category(summary: pd.DataFrame) -> PlotFigure:
     return fig
 
 
+def _say(axes, text: str) -> None:
+    """A placeholder line in each of `axes` (nothing to draw)."""
+    for ax in axes:
+        ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+
+
+def _depths_by_step(df, ax) -> None:
+    """Histogram of graft depths on `ax`, stacked by draft step (shades of the mid drafter's colour)."""
+    df["draft step"] = df["step"].astype(str)
+    shades = sns.light_palette(MID, n_colors=df["step"].nunique() + 1)[1:]
+    sns.histplot(df, x="depth", hue="draft step", multiple="stack", discrete=True, palette=shades, ax=ax)
+
+
 def graft_depth_hist(run) -> PlotFigure:
     """Where mid steps k >= 2 graft: depths of the expanded frontier, and offsets from the conventional frontier."""
     df = graft_depths(run)
     df = df[df["step"] > 1]
     fig, (a1, a2) = figure(2, width=4.8, height=3.4)
     if df.empty:
-        for ax in (a1, a2):
-            ax.text(0.5, 0.5, "no mid-drafter steps after step 1 recorded", ha="center", va="center", transform=ax.transAxes)
+        _say((a1, a2), "no mid-drafter steps after step 1 recorded")
     else:
-        df["draft step"] = df["step"].astype(str)
-        shades = sns.light_palette(MID, n_colors=df["step"].nunique() + 1)[1:]
-        sns.histplot(df, x="depth", hue="draft step", multiple="stack", discrete=True, palette=shades, ax=a1)
+        _depths_by_step(df, a1)
         edges = (math.floor(df["offset"].min() * 2) / 2, math.ceil(df["offset"].max() * 2) / 2 + 0.5)
         sns.histplot(df, x="offset", binwidth=0.5, binrange=edges, color=MID, ax=a2)  # 0 is a bin edge
         a2.axvline(0, color="#333", lw=1, ls="--")
@@ -452,12 +462,9 @@ def reselection_by_step(run) -> PlotFigure:
     depths = graft_depths(run)
     fig, (a1, a2) = figure(2, width=4.8, height=3.4)
     if mid.empty:
-        for ax in (a1, a2):
-            ax.text(0.5, 0.5, "no mid-drafter steps recorded", ha="center", va="center", transform=ax.transAxes)
+        _say((a1, a2), "no mid-drafter steps recorded")
     else:
-        depths["draft step"] = depths["step"].astype(str)
-        shades = sns.light_palette(MID, n_colors=depths["step"].nunique() + 1)[1:]
-        sns.histplot(depths, x="depth", hue="draft step", multiple="stack", discrete=True, palette=shades, ax=a1)
+        _depths_by_step(depths, a1)
         per = mid.groupby("step").agg(reselected=("reselected", "sum"), frontier=("frontier", "sum"),
                                       calls=("step", "size")).reset_index()
         per["share"] = per["reselected"] / per["frontier"].where(per["frontier"] > 0)
