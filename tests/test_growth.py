@@ -14,6 +14,7 @@ from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
+from treegraft_lab.retrieval import SmallDrafters
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.tree import MID, SMALL, DraftTree
 
@@ -125,7 +126,7 @@ def test_a_mid_step_forwards_only_what_it_has_not_scored():
 # ---------------------------------------------------------------------------- small steps
 def test_ngram_chains_shrink_by_one_token_per_step():
     dec = started(schedule="small")
-    dec.small = NgramDrafter(5)
+    dec.small = SmallDrafters(("ngram",), 5)
     dec.small.index.extend(list(range(10, 30)) + [10])  # 10 is followed by 11 12 13 ... once
     dec.root = 10
     for k in range(1, 6):
