@@ -224,3 +224,19 @@ def test_a_fitted_rule_is_read_by_name_and_offered_by_the_playground(tmp_path, m
     assert pol.name == "rule:match=2"
     assert rule_schedules(pair, cfg) == ["rule:match=2"]  # rule:score has no fitted value: not offered
     assert rule_schedules(pair, DecodeConfig(clock="a100-paper", small="suffix")) == []  # fitted for n-gram only
+
+
+def test_value_pruning_keeps_its_counts_of_recycled_candidates_across_runs_and_recounts_the_rest():
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", small="ngram+recycling", prune="value", clock="a100-paper"))
+    ref = pair.target.generate(torch.tensor([PROMPTS[0]]), max_new_tokens=24, do_sample=False, min_new_tokens=24)[0, len(PROMPTS[0]):].tolist()
+    assert dec.generate(PROMPTS[0], max_new_tokens=24).token_ids == ref  # lossless with the kept counts
+    first = dec.pruner
+    assert first.kept and all(k[0] == "n0" for k in first.kept)  # recycled candidates were tried
+    assert all(k[0] != "n0" for k in first.bins)
+    trials = sum(t for _, t in first.kept.values())
+    dec.start(PROMPTS[1])
+    assert dec.pruner is not first and dec.pruner.kept is first.kept  # one count across runs, like the matrix
+    assert dec.pruner.bins == {} and first.bins  # the n-gram bins start afresh each run
+    dec.generate(PROMPTS[1], max_new_tokens=24)
+    assert sum(t for _, t in dec.pruner.kept.values()) > trials

@@ -162,6 +162,20 @@ def test_collect_end_to_end_writes_parquet(tmp_path, tiny_llama_dir, tiny_qwen3_
     assert cli.main(["collect", "--shard", "3/2", "--out", str(out)]) == 2  # a clear error, nothing loaded
 
 
+def test_a_known_answer_collection_accepts_what_verification_accepts(tmp_path, tiny_llama_dir, tiny_qwen3_dir):
+    base = ["collect", "--target", str(tiny_llama_dir), "--mid", str(tiny_qwen3_dir), "--limit", "2", "--states", "2",
+            "--max-new", "8", "--quiet", "--device", "cpu", "--dtype", "float32", "--exact-verify"]
+    assert cli.main([*base, "--out", str(tmp_path / "v")]) == 0
+    assert cli.main([*base, "--known-answer", "--out", str(tmp_path / "k")]) == 0
+    v, k = (pd.read_parquet(tmp_path / d / "shard-000-of-001.parquet") for d in "vk")
+    keys = ["qid", "position", "k", "prefix", "schedule"]
+    v, k = (d.sort_values(keys).reset_index(drop=True) for d in (v, k))
+    assert len(v) == len(k) == 2 * 2 * 160
+    assert (v[keys] == k[keys]).all().all()
+    assert (v["accepted"] == k["accepted"]).all() and (v["kept"] == k["kept"]).all()
+    assert v["accepted"].max() > 0  # something was accepted: the comparison is not all zeros
+    assert k["meas_verify_ms"].isna().all()  # nothing verified: nothing timed
+
 # ---------------------------------------------------------------------------- labels and student
 def toy_states(D: int = 3) -> pd.DataFrame:
     """Every prefix at every step for two round starts: signal x = 0 (mid useless) and x = 1."""

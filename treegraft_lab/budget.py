@@ -121,15 +121,25 @@ class ValuePruner:
     by the same profile (at least 1 / verify_ms(1), the rate of plain decoding): a node is worth verifying when its expected
     tokens beat what the time it costs would earn otherwise. k = 0 verifies the root alone, a plain
     decoding step. Any kept subset is lossless; only speed depends on this choice.
+
+    Edges scored by no n-gram match (bin "n0": Token Recycling's candidates, whose adjacency matrix
+    the decoder keeps across runs) are counted in `kept`, a dict the decoder keeps across runs too:
+    the matrix's priors (`retrieval.RANK_P`) are the paper's, and calibrating them afresh each run
+    let a run's first rounds verify up to the whole budget of recycled guesses.
     """
 
     PRIOR = 2.0
+    KEPT = "n0"  # the bin source whose counts persist across runs (with `kept`)
 
-    def __init__(self, profile) -> None:
+    def __init__(self, profile, kept: dict | None = None) -> None:
         self.profile = profile
         self._verify_ms: list[float] = []  # verify_ms(k) for k = 1.., read from the profile once
-        self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials]
+        self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials], this run
+        self.kept = kept if kept is not None else {}  # KEPT bins -> [hits, trials], across runs
         self.tokens, self.ms = 0, 0.0
+
+    def _counts(self, key: tuple[str, int]) -> dict:
+        return self.kept if key[0] == self.KEPT else self.bins
 
     @staticmethod
     def bin(tree, v: int) -> tuple[str, int]:
@@ -138,7 +148,8 @@ class ValuePruner:
 
     def edge_chance(self, tree, v: int) -> float:
         p = math.exp(tree.logp[v])
-        hits, trials = self.bins.get(self.bin(tree, v), (0.0, 0.0))
+        key = self.bin(tree, v)
+        hits, trials = self._counts(key).get(key, (0.0, 0.0))
         return (hits + self.PRIOR * p) / (trials + self.PRIOR)
 
     def chances(self, tree) -> list[float]:
@@ -178,7 +189,8 @@ class ValuePruner:
         on_path = set(path)
         for v in kept[1:]:
             if tree.parent[v] in on_path:
-                b = self.bins.setdefault(self.bin(tree, v), [0.0, 0.0])
+                key = self.bin(tree, v)
+                b = self._counts(key).setdefault(key, [0.0, 0.0])
                 b[0] += v in on_path
                 b[1] += 1
         self.tokens += len(path)  # accepted draft tokens plus the bonus token

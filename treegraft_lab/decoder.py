@@ -88,6 +88,7 @@ class TreeGraftDecoder:
         self.replaying = False  # True while a round is replayed and not committed (oracle, collect)
         self.small_names = parse_small(config.small)
         self.recycled = RecyclingDrafter() if "recycling" in self.small_names else None  # kept across runs
+        self._recycled_chances: dict = {}  # value pruning's counts for recycled candidates, kept with the matrix
 
     @staticmethod
     def _needs_mid(config: DecodeConfig) -> bool:
@@ -144,7 +145,7 @@ class TreeGraftDecoder:
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self._oracle = {"tokens": 0, "ms": 0.0}  # the oracle schedule's running totals (modelled)
         if cfg.prune == "value":
-            self.pruner = ValuePruner(self.profile)
+            self.pruner = ValuePruner(self.profile, self._recycled_chances)
 
     def timed(self, fn, *args):
         """`fn(*args)` and its wall seconds, with every CUDA device of the pair synchronised."""

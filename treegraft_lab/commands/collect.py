@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new", type=int, default=128, help="continuation length the starts are drawn from")
     parser.add_argument("--exact-verify", action="store_true",
                         help="verify (and time) every schedule alone instead of one forward over their path trie")
+    parser.add_argument("--known-answer", action="store_true",
+                        help="read acceptance from the target's greedy answer instead of verifying each schedule "
+                             "(exact for greedy decoding; the target runs once per prompt; nothing timed)")
     parser.add_argument("--timed", type=int, default=3, help="schedules per round start verified alone, timed")
     parser.add_argument("--shard", default="0/1", help="i/n: this job collects prompts i, i+n, ...")
     parser.add_argument("--profile", default="wall",
@@ -114,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     profile = measure.resolve(args.profile, pair)
     cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
                         shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag,
-                        warm=args.warm)
+                        warm=args.warm, known=args.known_answer)
     meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
             **_drafter_record(getattr(pair, "mid_id", ""))}
     path = collect_shard(pair, prompts, cfg, out, profile, meta=meta, progress=not args.quiet)

@@ -121,13 +121,14 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps({"oracle_band": band, "crossing": cross,
                       "best_fixed": m[m.schedule == "best-fixed"].set_index("ratio")["mask"].to_dict() if "mask" in m else {}}))
     if args.figure:
-        from treegraft_lab.viz.regime import regime_figure
+        from treegraft_lab.viz.regime import cpu_curve_name, regime_figure
 
         cpu = DATA_DIR / "regime" / "cpu-epyc-float32.json"
         t = {n: costs.scheduler_costs(p, cfg) for n, p in [("a100-paper", costs.load("a100-paper"))]
              + ([("this CPU", costs.load(cpu))] if cpu.is_file() else [])}
         marks = {n: tm / tt for n, (tt, tm) in t.items()}
-        curves = {"a100-paper": costs.load("a100-paper"), **({"this CPU": costs.load(cpu)} if cpu.is_file() else {})}
+        curves = {"a100-paper": costs.load("a100-paper"),
+                  **({cpu_curve_name(costs.load(cpu)): costs.load(cpu)} if cpu.is_file() else {})}
         fig = regime_figure(m, band, marks, curves, f"{args.pair}, {len(reps)} eval prompts, {args.max_new} tokens, "
                                                    f"top-k 63, {args.growth} growth; modelled on {base.name}")
         args.figure.parent.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ from treegraft_lab.costs import DeviceProfile, scheduler_costs
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.prompting import encode_prompt, eos_ids
+from treegraft_lab.regime import DEEPEST
 from treegraft_lab.replay import replay_all
 from treegraft_lab.schedule.policies import MaskPolicy
 from treegraft_lab.schedule.signals import SIGNALS
@@ -100,6 +101,10 @@ class CollectConfig:
     # instead of starting fresh there: value pruning's calibration, its run rate and the mid
     # drafter's backlog are then as a decoder that rarely calls the mid drafter has them.
     warm: bool = False
+    # Read acceptance from the target's greedy answer (`replay.accept_known`) instead of verifying:
+    # greedy decoding accepts exactly that, so the target runs once per prompt (its answer) and a
+    # round start costs only the drafting. No verification is timed (`timed` is ignored).
+    known: bool = False
 
 
 def shard_paths(out_dir: Path, shard: tuple[int, int]) -> tuple[Path, Path, Path]:
@@ -156,8 +161,11 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
     for p in todo:
         ids = encode_prompt(pair.tokenizer, p["turns"][0])
         spots = sorted(rng.sample(range(cfg.max_new), min(cfg.states, cfg.max_new)))
-        if not cfg.warm:
-            cont = autoregressive(pair, ids, max_new_tokens=spots[-1]).token_ids if spots[-1] else []
+        if not cfg.warm or cfg.known:
+            want = spots[-1] + (DEEPEST if cfg.known else 0)  # known acceptance reads past the start
+            full = autoregressive(pair, ids, max_new_tokens=want).token_ids if want else []
+            full = full[: next((k + 1 for k, t in enumerate(full) if t in stop), len(full))]
+            cont = full[: spots[-1]]
             ended = bool(cont) and cont[-1] in stop  # no round starts after the end of the answer
             spots = [j for j in spots if j < len(cont) + (not ended)]
         if cfg.warm:  # one decode per prompt, from the prompt through every round start
@@ -172,7 +180,10 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
                 dec.start(ids + cont[:j])
                 dec.prompt_len = len(ids)
             lag = dec.mid.unforward(dec.ids, rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
-            st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
+            if cfg.known:
+                st, lv, cl = replay_all(dec, False, 0, seed=rng.randrange(2**31), answer=full[j:])
+            else:
+                st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
             base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{i}:{state_id}",
                     "position": j, "prompt_len": len(ids), "D": dcfg.depth, "mid_lag": lag}
             rows += state_rows(st, lv, base)

@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.training.grouped_cv import r2
 from treegraft_lab.training.value import Scaler, student_inputs, value_inputs
 
@@ -218,7 +219,7 @@ def choose_offset(folds: list[tuple[Student, pd.DataFrame]], signals: Sequence[s
 def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signals: Sequence[str] | None = None,
                    folds: int = 5, seed: int = 0, value_steps: int = 3000, student_steps: int = 4000,
                    rank_steps: int = 1200, offset: float | str = "auto", log: Callable[[str], None] = print,
-                   decode: dict | None = None, family: Sequence | None = None) -> tuple:
+                   decode: dict | None = None, family: Sequence | None = None, a_head: str = "linear") -> tuple:
     """Rank signals, fit f_theta, label margins, fit g_psi; cross-validated scores, then final fits.
 
     offset: the margin offset tau subtracted from the labels of the final student (so that online
@@ -227,6 +228,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     prof: the DeviceProfile the rows are priced with; decode: the collection's DecodeConfig
     settings (the scheduler's T_tgt / T_mid inputs depend on them). family: profiles to price the
     rows on instead of scalings of `prof` (one scheduler for all of them; `value.augment_costs`).
+    a_head: "linear" (f_theta regresses A, the paper's) or "log" (it regresses log A: a copying
+    round's 17 tokens no longer outweigh the one-token rounds where a mid call pays).
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
@@ -243,15 +246,21 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     dfa = augment_costs(df, prof, copies=8 if family else 4, seed=seed, decode=decode, family=family)
     fold = group_folds(dfa["qid"], folds, seed)
     groups = dfa["qid"].to_numpy()
-    X, Y = value_inputs(dfa, chosen, D), targets(dfa)
+    if a_head not in ("linear", "log"):
+        raise TreeGraftError(f"a_head {a_head!r}: use linear or log")
+    log_a = a_head == "log"
+    X, Y = value_inputs(dfa, chosen, D), targets(dfa, log_a)
+    A = dfa["accepted"].to_numpy(float) + 1.0
     pred = np.zeros_like(Y)
-    eta_true = Y[:, 0] / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
+    a_pred = np.zeros(len(dfa))
+    eta_true = A / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
     eta_pred = np.zeros(len(dfa))
     st_scores, fitted, scales = [], [], []
     for f in range(folds):
         tr, te = fold != f, fold == f
-        val = fit_mlp(X[tr], Y[tr], groups[tr], steps=value_steps, seed=seed)
+        val = fit_mlp(X[tr], Y[tr], groups[tr], steps=value_steps, seed=seed, log_a=log_a)
         pred[te] = val.predict(X[te])
+        a_pred[te] = val.tokens(X[te], pred[te])
         eta_pred[te] = val.eta(X[te])
         st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
         y_tr, y_te = (margin_labels(val.eta, s, chosen, D) for s in (st_tr, st_te))
@@ -267,14 +276,14 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     else:
         tau, offsets = float(offset), {}
     replays = [replay_policy(held, student_decider(stu, chosen, D, tau), D) for stu, held in fitted]
-    r2s = {"A": r2(Y[:, 0], pred[:, 0]), "log_t_draft": r2(Y[:, 1], pred[:, 1]),
+    r2s = {"A": r2(A, a_pred), **({"log_A": r2(Y[:, 0], pred[:, 0])} if log_a else {}), "log_t_draft": r2(Y[:, 1], pred[:, 1]),
            "log_t_verify": r2(Y[:, 2], pred[:, 2]), "eta": r2(eta_true, eta_pred)}
     held_all = apply_costs_like(df, prof, decode)
     chosen_sched = pd.concat(replays, ignore_index=True)
     cmp = compare_policies(held_all, chosen_sched)
     log(f"held-out R^2: {r2s}")
     log(f"modelled tokens/s on held-out prompts (collection costs): {cmp}")
-    val = fit_mlp(X, Y, groups, steps=value_steps, seed=seed)
+    val = fit_mlp(X, Y, groups, steps=value_steps, seed=seed, log_a=log_a)
     st_all = canonical_states(dfa)
     y_all = margin_labels(val.eta, st_all, chosen, D)
     x_all = student_inputs(st_all, chosen, D)
@@ -287,6 +296,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         "cv": {"folds": folds, "grouped_by": "prompt", "r2_base": table.attrs["r2_base"], "r2_all": table.attrs["r2_all"],
                "target": "A (tokens per round)"},
         "r2": r2s,
+        "a_head": a_head,
         "student_cv": {k: float(np.mean([s[k] for s in st_scores])) for k in st_scores[0]},
         "student_train": student_scores(stu, x_all, y_all - tau),
         "replay_tokens_per_s": cmp,

@@ -71,9 +71,10 @@ def value_inputs(df: pd.DataFrame, signals: Sequence[str], D: int) -> np.ndarray
     return np.concatenate([student_inputs(df, signals, D), a, fut], axis=1).astype(np.float32)
 
 
-def targets(df: pd.DataFrame) -> np.ndarray:
-    """[n, 3]: A (accepted + bonus), log t_D, log t_V."""
-    return np.stack([df["accepted"].to_numpy(float) + 1.0, np.log(df["t_draft_ms"].to_numpy(float)),
+def targets(df: pd.DataFrame, log_a: bool = False) -> np.ndarray:
+    """[n, 3]: A (accepted + bonus; with `log_a` its log), log t_D, log t_V."""
+    a = df["accepted"].to_numpy(float) + 1.0
+    return np.stack([np.log(a) if log_a else a, np.log(df["t_draft_ms"].to_numpy(float)),
                      np.log(df["t_verify_ms"].to_numpy(float))], axis=1).astype(np.float32)
 
 
@@ -131,6 +132,7 @@ class FittedValue:
     net: ValueNet
     xs: Scaler
     ys: Scaler
+    log_a: bool = False  # the A head predicts log A (`targets(..., log_a=True)`)
 
     @torch.inference_mode()
     def predict(self, x: np.ndarray, batch: int = 65536) -> np.ndarray:
@@ -138,15 +140,20 @@ class FittedValue:
         out = [self.net(torch.from_numpy(self.xs(x[i:i + batch]))).numpy() for i in range(0, len(x), batch)]
         return np.concatenate(out) * self.ys.std + self.ys.mean
 
+    def tokens(self, x: np.ndarray, p: np.ndarray | None = None) -> np.ndarray:
+        """A_hat in tokens (the log head's prediction exponentiated)."""
+        p = self.predict(x) if p is None else p
+        return np.exp(p[:, 0]) if self.log_a else np.maximum(p[:, 0], 0.0)
+
     def eta(self, x: np.ndarray) -> np.ndarray:
         """eta_hat = A_hat / (t_D_hat + t_V_hat), tokens per ms."""
         p = self.predict(x)
-        return np.maximum(p[:, 0], 0.0) / (np.exp(p[:, 1]) + np.exp(p[:, 2]))
+        return self.tokens(x, p) / (np.exp(p[:, 1]) + np.exp(p[:, 2]))
 
 
 def fit_mlp(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, hidden: int = 64, steps: int = 3000,
             batch: int = 1024, lr: float = 2e-3, weight_decay: float = 1e-4, seed: int = 0,
-            val_share: float = 0.15, eval_every: int = 100) -> FittedValue:
+            val_share: float = 0.15, eval_every: int = 100, log_a: bool = False) -> FittedValue:
     """AdamW on MSE of z-scored targets, cosine decay. With `groups`, early stopping: a share of
     the groups (prompts) is held out and the weights with the best held-out loss are kept, so
     the model cannot profit from recognising prompts (prompt length is an input)."""
@@ -178,7 +185,7 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, hidd
                 best, best_state = v, {k: t.clone() for k, t in net.state_dict().items()}
     if best_state is not None:
         net.load_state_dict(best_state)
-    return FittedValue(net.eval(), xs, ys)
+    return FittedValue(net.eval(), xs, ys, log_a)
 
 
 def cv_r2(x: np.ndarray, y: np.ndarray, folds: np.ndarray, groups: np.ndarray | None = None,

@@ -15,7 +15,8 @@ from treegraft_lab.viz.stats import MID, SMALL, PlotFigure
 
 STYLE = {"all-small": (SMALL, "-", "o"), "all-mid": (MID, "-", "s"), "10101": ("#9467bd", ":", "^"),
          "best-fixed": ("#8c564b", "--", "v"), "oracle": ("#2ca02c", "-", "*"),
-         "adaptive-family": ("#c2255c", "-", "D"), "adaptive-single": ("#7f7f7f", "--", "x")}
+         "adaptive-family": ("#c2255c", "-", "D"), "adaptive-single": ("#7f7f7f", "--", "x"),
+         "rule-match-2": ("#e6ab02", "-.", "P")}
 PANELS = (("speedup", "speedup over plain decoding"), ("tau", "tokens per round (accepted + 1)"),
           ("mid_calls_per_round", "mid calls per round"))
 
@@ -60,6 +61,11 @@ def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, floa
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def cpu_curve_name(profile) -> str:
+    """The verification panel's name for a measured CPU profile: which CPU, dtype and threads."""
+    return f"this CPU ({profile.device.split(', forward path')[0]})"
 
 
 def _band_edges(ratios: list[float], band: list[float]) -> tuple[float, float]:
