@@ -101,6 +101,22 @@ def test_a_round_that_starts_with_a_mid_step_grafts_it_at_its_first_small_step()
     assert all(tree.step[v] in (1, 2) for v in path_of(tree, PLD_DRAFT))
 
 
+def test_a_mid_step_never_lowers_the_lookup_chains_scores_and_rescores_the_rest():
+    dec = started(schedule="10101", lookup=10, lookback=None)  # the mid step scores every unscored node
+    tree = DraftTree.start(dec.root)
+    step = dec.draft_step(tree, 1, False, [0], [])
+    chain = path_of(tree, PLD_DRAFT)
+    before = list(tree.logp)
+    dec.draft_step(tree, 2, True, step.new, step.frontier)
+    assert all(tree.mid_scored[v] for v in chain)
+    q = dec.mid.token_logq([tree.parent[v] for v in chain], PLD_DRAFT).tolist()
+    assert [tree.logp[v] for v in chain] == pytest.approx([max(b, x) for b, x in zip((before[v] for v in chain), q)])
+    assert any(x < before[v] for v, x in zip(chain, q))  # the mid drafter did score some copied tokens lower
+    other = [v for v in range(1, len(before)) if "lookup" not in tree.source[v] and tree.mid_scored[v]]
+    assert other and all(tree.logp[v] == pytest.approx(float(dec.mid.token_logq([tree.parent[v]], [tree.tokens[v]])[0]))
+                         for v in other)  # every other node takes the mid drafter's q
+
+
 def test_without_lookup_the_release_tree_stops_at_depth_d():
     dec = started(schedule="small")
     tree = DraftTree.start(dec.root)

@@ -75,14 +75,17 @@ class DraftTree:
         """Add `token` under `parent`, or reuse the live child with that token. Returns (id, is_new).
 
         A reused child keeps its subtree; a proposal from the mid drafter refreshes its edge score
-        (the mid drafter's probability replaces the n-gram heuristic), never the other way round.
-        With refresh=False the path scores below it are left for one `refresh_scores()` later.
+        (the mid drafter's probability replaces the n-gram heuristic), never the other way round,
+        except on prompt lookup's chain (source "lookup"), which keeps the higher of the two
+        (`ModelDrafter.score` says why). With refresh=False the path scores below it are left for
+        one `refresh_scores()` later.
         """
         old = self.children[parent].get(token)
         if old is not None and self.alive[old]:
             self.drafted_by[old] |= creator
-            if creator == MID and self.logp[old] != logp:
-                self.logp[old] = logp
+            lp = max(logp, self.logp[old]) if "lookup" in self.source[old] else logp
+            if creator == MID and self.logp[old] != lp:
+                self.logp[old] = lp
                 if refresh:
                     self.refresh_scores()
             return old, False
