@@ -232,11 +232,11 @@ def test_value_pruning_keeps_its_counts_of_recycled_candidates_across_runs_and_r
     ref = pair.target.generate(torch.tensor([PROMPTS[0]]), max_new_tokens=24, do_sample=False, min_new_tokens=24)[0, len(PROMPTS[0]):].tolist()
     assert dec.generate(PROMPTS[0], max_new_tokens=24).token_ids == ref  # lossless with the kept counts
     first = dec.pruner
-    assert first.kept and all(k[0] == "n0" for k in first.kept)  # recycled candidates were tried
+    assert first.carried and all(k[0] == "n0" for k in first.carried)  # recycled candidates were tried
     assert all(k[0] != "n0" for k in first.bins)
-    trials = sum(t for _, t in first.kept.values())
+    trials = sum(t for _, t in first.carried.values())
     dec.start(PROMPTS[1])
-    assert dec.pruner is not first and dec.pruner.kept is first.kept  # one count across runs, like the matrix
+    assert dec.pruner is not first and dec.pruner.carried is first.carried  # one count across runs, like the matrix
     assert dec.pruner.bins == {} and first.bins  # the n-gram bins start afresh each run
     dec.generate(PROMPTS[1], max_new_tokens=24)
-    assert sum(t for _, t in dec.pruner.kept.values()) > trials
+    assert sum(t for _, t in dec.pruner.carried.values()) > trials

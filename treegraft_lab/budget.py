@@ -123,23 +123,23 @@ class ValuePruner:
     decoding step. Any kept subset is lossless; only speed depends on this choice.
 
     Edges scored by no n-gram match (bin "n0": Token Recycling's candidates, whose adjacency matrix
-    the decoder keeps across runs) are counted in `kept`, a dict the decoder keeps across runs too:
+    the decoder keeps across runs) are counted in `carried`, a dict the decoder keeps across runs too:
     the matrix's priors (`retrieval.RANK_P`) are the paper's, and calibrating them afresh each run
     let a run's first rounds verify up to the whole budget of recycled guesses.
     """
 
     PRIOR = 2.0
-    KEPT = "n0"  # the bin source whose counts persist across runs (with `kept`)
+    CARRIED = "n0"  # the bin source whose counts persist across runs (in `carried`)
 
-    def __init__(self, profile, kept: dict | None = None) -> None:
+    def __init__(self, profile, carried: dict | None = None) -> None:
         self.profile = profile
         self._verify_ms: list[float] = []  # verify_ms(k) for k = 1.., read from the profile once
         self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials], this run
-        self.kept = kept if kept is not None else {}  # KEPT bins -> [hits, trials], across runs
+        self.carried = carried if carried is not None else {}  # CARRIED bins -> [hits, trials], across runs
         self.tokens, self.ms = 0, 0.0
 
     def _counts(self, key: tuple[str, int]) -> dict:
-        return self.kept if key[0] == self.KEPT else self.bins
+        return self.carried if key[0] == self.CARRIED else self.bins
 
     @staticmethod
     def bin(tree, v: int) -> tuple[str, int]:

@@ -37,7 +37,7 @@ from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import HookEvent, check_hooks, record
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import leaf_ms, replay_all
-from treegraft_lab.retrieval import RecyclingDrafter, SmallDrafters, label
+from treegraft_lab.retrieval import RecyclingDrafter, SmallDrafters, label, merged
 from treegraft_lab.rounds import RoundInfo, RoundStart, StepResult
 from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.policies import MaskPolicy, Policy, make_policy
@@ -238,7 +238,7 @@ class TreeGraftDecoder:
             size = len(frontier)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
             groups = self.small.propose_each(tree, frontier, cfg.width, children, chain)  # each small drafter's own
-            proposals = sorted((p for _, ps in groups for p in ps), key=lambda p: -(tree.score[p[0]] + p[2]))
+            proposals = merged(tree, groups)
         self._draft_ms += self.profile.step_ms(call, size)  # the one pricing rule (costs.DeviceProfile.step_ms)
         n0 = len(tree)
         tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
@@ -294,8 +294,7 @@ class TreeGraftDecoder:
             self.target.commit(kept, path)
             if self.mid is not None:
                 self.mid.commit(tree, path)
-            if hasattr(self.small, "observe"):
-                self.small.observe(tree, kept, logits)  # Token Recycling: the target's top-k at every verified node
+            self.small.observe(tree, kept, logits)  # Token Recycling: the target's top-k at every verified node
             self.small.extend(emitted)
             self.ids += emitted
             self.root = bonus

@@ -275,12 +275,8 @@ class ModelDrafter:
     def score(self, tree: DraftTree, nodes: list[int]) -> None:
         """One forward over `nodes` (unscored, ancestor-closed with the scored ones).
 
-        Refreshes their edge scores with q(token | parent path), stores their rows, adds them to P.
-        Prompt lookup's chain nodes (source "lookup") keep the higher of their n-gram score and q:
-        replacing a copied token's evidence by the mid drafter's lower q let one mid call push the
-        chain out of a top-k budget (on the regime replays' copying rounds, those all-small
-        accepted >= 8 tokens in, a mid call at step 5 cut the accepted tokens from 17.6 to 9.5;
-        keeping the higher score, to 15.9).
+        Refreshes their edge scores with q(token | parent path) (`DraftTree.take_mid_logp`),
+        stores their rows, adds them to P.
         """
         nodes = sorted(nodes)
         pend = [] if self.flushed else self.pending
@@ -319,7 +315,7 @@ class ModelDrafter:
             kids = [v for v in nodes if v != 0]
             lp = self.token_logq(par, [tree.tokens[v] for v in kids]).tolist()
             for v, x in zip(kids, lp):
-                tree.logp[v] = max(x, tree.logp[v]) if "lookup" in tree.source[v] else x
+                tree.take_mid_logp(v, x)
             tree.refresh_scores()
         for v in nodes:
             tree.mid_scored[v] = True

@@ -31,12 +31,11 @@ from tqdm.auto import tqdm
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.replay import leaf_ms
+from treegraft_lab.replay import DEEPEST, leaf_ms
 
 FORMAT = "treegraft-replays/1"
 ENDPOINTS = ("all-small", "all-mid")
 LEAF = ("schedule", "accepted", "kept", "backlog", "tail")
-DEEPEST = 40  # answer tokens read past a start: deeper than any tree (D plus lookup's 16-token chain)
 
 
 # ---------------------------------------------------------------------------- collection

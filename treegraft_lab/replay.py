@@ -29,6 +29,8 @@ from treegraft_lab.rounds import StepResult
 from treegraft_lab.tree import SMALL, DraftTree
 from treegraft_lab.verify import accept_greedy
 
+DEEPEST = 40  # answer tokens read past a start for known acceptance: deeper than any tree (D plus lookup's chain)
+
 
 def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int],
                 expanded: list[int] = ()) -> tuple[StepResult, int]:

@@ -33,7 +33,6 @@ import math
 
 import torch
 
-from treegraft_lab.config import SMALL_DRAFTERS, parse_small  # noqa: F401  (re-exported)
 from treegraft_lab.drafters import NgramDrafter, Proposal
 from treegraft_lab.tree import SMALL, DraftTree
 
@@ -287,8 +286,7 @@ class SmallDrafters:
     def propose(self, tree: DraftTree, frontier: list[int], width: int, children: int | None = None,
                 chain: int = 1) -> list[Proposal]:
         """Every part's proposals, best path score first (labels: `propose_each`)."""
-        props = [p for _, ps in self.propose_each(tree, frontier, width, children, chain) for p in ps]
-        return sorted(props, key=lambda p: -(tree.score[p[0]] + p[2]))
+        return merged(tree, self.propose_each(tree, frontier, width, children, chain))
 
     def propose_each(self, tree: DraftTree, frontier: list[int], width: int, children: int | None = None,
                      chain: int = 1) -> list[tuple[str, list[Proposal]]]:
@@ -297,6 +295,11 @@ class SmallDrafters:
 
     def lookup(self, length: int, latest: bool = False) -> list[Proposal]:
         return self.ngram.lookup(length, latest)
+
+
+def merged(tree: DraftTree, groups: list[tuple[str, list[Proposal]]]) -> list[Proposal]:
+    """The proposals of every (drafter, proposals) group in one list, best path score first."""
+    return sorted((p for _, ps in groups for p in ps), key=lambda p: -(tree.score[p[0]] + p[2]))
 
 
 def label(tree: DraftTree, proposals: list[Proposal], name: str) -> None:

@@ -75,21 +75,26 @@ class DraftTree:
         """Add `token` under `parent`, or reuse the live child with that token. Returns (id, is_new).
 
         A reused child keeps its subtree; a proposal from the mid drafter refreshes its edge score
-        (the mid drafter's probability replaces the n-gram heuristic), never the other way round,
-        except on prompt lookup's chain (source "lookup"), which keeps the higher of the two
-        (`ModelDrafter.score` says why). With refresh=False the path scores below it are left for
-        one `refresh_scores()` later.
+        (`take_mid_logp`), never the other way round. With refresh=False the path scores below it
+        are left for one `refresh_scores()` later.
         """
         old = self.children[parent].get(token)
         if old is not None and self.alive[old]:
             self.drafted_by[old] |= creator
-            lp = max(logp, self.logp[old]) if "lookup" in self.source[old] else logp
-            if creator == MID and self.logp[old] != lp:
-                self.logp[old] = lp
-                if refresh:
-                    self.refresh_scores()
+            if creator == MID and self.take_mid_logp(old, logp) and refresh:
+                self.refresh_scores()
             return old, False
         return self._append(token, parent, logp, creator, step, ngram_n), True
+
+    def take_mid_logp(self, v: int, logq: float) -> bool:
+        """The mid drafter's log q for edge `v` replaces the n-gram heuristic, except on prompt
+        lookup's chain (source "lookup"), which keeps the higher of the two: replacing a copied
+        token's evidence by the smaller model's lower q let one mid call push the chain out of a
+        top-k budget. Returns whether the edge score changed (path scores are not refreshed)."""
+        lp = max(logq, self.logp[v]) if "lookup" in self.source[v] else logq
+        changed = lp != self.logp[v]
+        self.logp[v] = lp
+        return changed
 
     def add_source(self, v: int, name: str) -> None:
         """Record that drafter `name` ("ngram", "suffix", "mid", ...) proposed node `v`."""

@@ -236,14 +236,18 @@ def rule_schedules(pair, config) -> list[str]:
     growth and small drafter), with their values: ["rule:match=0", "rule:score=0.05"] or fewer."""
     from treegraft_lab import measure
     from treegraft_lab.config import RULES
+    from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule.rules import RulePolicy
 
+    try:
+        prof = measure.resolve(config.clock, pair, allow_measure=False)
+    except TreeGraftError:  # no profile for this clock yet: no rule can be looked up
+        return []
     out = []
     for rule in RULES:
         try:
-            prof = measure.resolve(config.clock, pair, allow_measure=False)
             out.append(RulePolicy.for_config(replace(config, schedule=rule), pair, prof).name)
-        except Exception:  # noqa: BLE001 - a rule not fitted for this setting is simply not offered
+        except TreeGraftError:  # a rule not fitted for this setting is simply not offered
             continue
     return out
 

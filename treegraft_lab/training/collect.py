@@ -41,8 +41,7 @@ from treegraft_lab.costs import DeviceProfile, scheduler_costs
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.prompting import encode_prompt, eos_ids
-from treegraft_lab.regime import DEEPEST
-from treegraft_lab.replay import replay_all
+from treegraft_lab.replay import DEEPEST, replay_all
 from treegraft_lab.schedule.policies import MaskPolicy
 from treegraft_lab.schedule.signals import SIGNALS
 

@@ -237,6 +237,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     from treegraft_lab.training.grouped_cv import group_folds
     from treegraft_lab.training.value import augment_costs, fit_mlp, rank_signals, targets
 
+    if a_head not in ("linear", "log"):  # before the minutes of signal ranking
+        raise TreeGraftError(f"a_head {a_head!r}: use linear or log")
     D = int(df["D"].iloc[0])
     log(f"ranking {len(SIGNALS)} signals by {folds}-fold grouped CV on {df['qid'].nunique()} prompts, {len(df)} rows")
     table = rank_signals(df, SIGNALS, D, folds, seed, steps=rank_steps)
@@ -246,8 +248,6 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     dfa = augment_costs(df, prof, copies=8 if family else 4, seed=seed, decode=decode, family=family)
     fold = group_folds(dfa["qid"], folds, seed)
     groups = dfa["qid"].to_numpy()
-    if a_head not in ("linear", "log"):
-        raise TreeGraftError(f"a_head {a_head!r}: use linear or log")
     log_a = a_head == "log"
     X, Y = value_inputs(dfa, chosen, D), targets(dfa, log_a)
     A = dfa["accepted"].to_numpy(float) + 1.0
@@ -261,7 +261,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         val = fit_mlp(X[tr], Y[tr], groups[tr], steps=value_steps, seed=seed, log_a=log_a)
         pred[te] = val.predict(X[te])
         a_pred[te] = val.tokens(X[te], pred[te])
-        eta_pred[te] = val.eta(X[te])
+        eta_pred[te] = val.eta(X[te], pred[te])
         st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
         y_tr, y_te = (margin_labels(val.eta, s, chosen, D) for s in (st_tr, st_te))
         stu = fit_student(student_inputs(st_tr, chosen, D), y_tr, steps=student_steps, seed=seed)

@@ -145,9 +145,9 @@ class FittedValue:
         p = self.predict(x) if p is None else p
         return np.exp(p[:, 0]) if self.log_a else np.maximum(p[:, 0], 0.0)
 
-    def eta(self, x: np.ndarray) -> np.ndarray:
-        """eta_hat = A_hat / (t_D_hat + t_V_hat), tokens per ms."""
-        p = self.predict(x)
+    def eta(self, x: np.ndarray, p: np.ndarray | None = None) -> np.ndarray:
+        """eta_hat = A_hat / (t_D_hat + t_V_hat), tokens per ms (`p`: `predict(x)` if already made)."""
+        p = self.predict(x) if p is None else p
         return self.tokens(x, p) / (np.exp(p[:, 1]) + np.exp(p[:, 2]))
 
 

@@ -17,7 +17,7 @@ STYLE = {"all-small": (SMALL, "-", "o"), "all-mid": (MID, "-", "s"), "10101": ("
          "best-fixed": ("#8c564b", "--", "v"), "oracle": ("#2ca02c", "-", "*"),
          "adaptive-family": ("#c2255c", "-", "D"), "adaptive-single": ("#7f7f7f", "--", "x"),
          "rule-match-2": ("#e6ab02", "-.", "P")}
-PANELS = (("speedup", "speedup over plain decoding"), ("tau", "tokens per round (accepted + 1)"),
+PANELS = (("speedup", "speedup over plain decoding"), ("tau", "tokens per round (accepted + 1, prefill not counted)"),
           ("mid_calls_per_round", "mid calls per round"))
 
 
