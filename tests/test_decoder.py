@@ -86,6 +86,38 @@ def test_kv_caches_hold_exactly_the_committed_context():
         torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("fuse", [1024, 5])
+def test_the_prompt_rides_in_the_first_tree_forward(monkeypatch, fuse):
+    """A prompt up to FUSE tokens costs no forward of its own (the first round's forward carries
+    it); a longer one is prefilled up to its last FUSE tokens. Outputs and caches stay exact."""
+    from treegraft_lab.verify import TargetVerifier
+
+    monkeypatch.setattr(TargetVerifier, "FUSE", fuse)
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    ids = PROMPTS[0]  # repetitive: the first round verifies draft nodes behind the prompt
+    ref = hf_greedy(pair.target, ids, 20)
+    sizes = []
+    hook = pair.target.register_forward_pre_hook(lambda m, a, kw: sizes.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    try:
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget=8))
+        g = dec.generate(ids, max_new_tokens=20)
+    finally:
+        hook.remove()
+    assert g.token_ids == ref
+    prompt = len(ids) - 1
+    if fuse >= prompt:
+        assert len(sizes) == g.stats["rounds"]  # one target forward a round, none for the prompt
+        assert sizes[0] == prompt + 1 + g.rounds[0].kept > prompt + 1  # kept: draft nodes, the root not counted
+    else:
+        assert sizes[0] == prompt - fuse and sizes[1] == fuse + 1 + g.rounds[0].kept
+        assert len(sizes) == g.stats["rounds"] + 1
+    fresh = kv.new_cache(pair.target)
+    kv.prefill(pair.target, fresh, dec.ids[:-1])
+    assert kv.cache_len(dec.target.cache) == len(dec.ids) - 1
+    for a, b in zip(dec.target.cache.layers, fresh.layers):
+        torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
+
+
 def test_generation_stops_at_eos_and_drops_tokens_after_it():
     pair = tiny_pair("llama", vocab=64, scale=4.0)
     ref = hf_greedy(pair.target, PROMPTS[0], 24)

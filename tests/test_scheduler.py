@@ -33,6 +33,7 @@ from treegraft_lab.training.distill import (
     margin_labels,
     n_params,
     oracle_rounds,
+    replay_margins,
     replay_policy,
     student_net,
     throughput,
@@ -216,6 +217,28 @@ def test_margin_labels_on_a_toy_value_function_with_known_optimum():
     x1 = st["sig_ngram_match"] == 1
     assert y[x1 & (st["k"] == 1)][0] < 0  # step 1 is worth least: 011 (6/16) beats 111 (7/19)
     assert y[x1 & (st["prefix"] == "11")][0] == pytest.approx(7 / 19 - 4 / 16)  # the last step is worth 3
+
+
+def test_replay_margins_read_the_best_realised_future_of_each_choice():
+    D = 3
+    rows = []
+    for x in (0.0, 1.0):  # every schedule of two round starts, its outcome set by toy_eta (t = 10 + 3 calls)
+        for bits in itertools.product((0, 1), repeat=D):
+            a, t = toy_eta(x, bits) * (10 + 3 * sum(bits)), 10 + 3 * sum(bits)
+            for k in range(1, D + 1):
+                rows.append({"state": f"x{x}", "k": k, "prefix": "".join(map(str, bits[: k - 1])), "D": D,
+                             "schedule": "".join(map(str, bits)), "accepted": a - 1, "t_draft_ms": t - 9.0,
+                             "t_verify_ms": 9.0, **{f"s{j + 1}": b for j, b in enumerate(bits)}})
+    df = pd.DataFrame(rows)
+    st = canonical_states(df)
+    y = replay_margins(df, st, D)
+    for (_, r), yi in zip(st.iterrows(), y):
+        x, pre = float(r["state"][1:]), [int(c) for c in r["prefix"]]
+        best = {a: max(toy_eta(x, pre + [a, *f]) for f in itertools.product((0, 1), repeat=D - r["k"])) for a in (0, 1)}
+        assert yi == pytest.approx(best[1] - best[0])
+    assert (y[st["state"] == "x0.0"] < 0).all()
+    with pytest.raises(TreeGraftError, match="both a call and a skip"):
+        replay_margins(df[df["schedule"] != "111"], st, D)  # the state "11" at k = 3 lost its call
 
 
 def test_the_student_has_exactly_3265_parameters():

@@ -367,13 +367,15 @@ def _summarize_clock(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def hardware(pair=None) -> dict:
-    """CPU model, cores, threads, library versions, device and dtype, git commit."""
+    """CPU model and vector extensions, cores, threads, library versions, device and dtype, git commit."""
     import transformers
 
-    from treegraft_lab.models import cpu_name
+    from treegraft_lab.models import cpu_flags, cpu_name
 
     cpu = cpu_name()
-    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
+    flags = cpu_flags()
+    isa = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in flags]
+    info = {"cpu": cpu, "cpu_isa": " ".join(isa) or "unknown", "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__, "platform": platform.platform()}
     if pair is not None:
         info.update(device=str(pair.device), dtype=str(pair.dtype).replace("torch.", ""),
@@ -446,7 +448,8 @@ def render_markdown(result: BenchResult) -> str:
     m, hw, st = result.meta, result.meta["hardware"], result.meta.get("settings", {})
     load = f"{m['load_start'][0]:.2f} at start, {m['load_end'][0]:.2f} at end (1-min load average)"
     out = ["# TreeGraft benchmark", "",
-           f"{hw.get('cpu')} ({hw.get('cores')} cores, {hw.get('torch_threads')} torch threads), device "
+           f"{hw.get('cpu')} ({hw.get('cpu_isa', 'extensions not recorded')}; {hw.get('cores')} cores, "
+           f"{hw.get('torch_threads')} torch threads), device "
            f"{hw.get('device')}{' ' + hw['gpu'] if 'gpu' in hw else ''}, {hw.get('dtype')}, "
            f"forward path {hw.get('forward_path', 'stock')}, torch {hw.get('torch')}, "
            f"transformers {hw.get('transformers')}, git {hw.get('git_commit')}. Load: {load}. "

@@ -51,7 +51,9 @@ class Generation:
 
     stats: tokens_per_s (new tokens / wall time, prefill included), rounds, accepted_per_round
     (accepted draft tokens per round, bonus excluded), tokens_per_round (the same plus the bonus
-    token), draft_s, verify_s, overhead_s (round time outside model forwards), prefill_s, wall_s,
+    token), draft_s, verify_s, overhead_s (round time outside model forwards), prefill_s (set-up
+    before the first round; the target's prompt forward rides in the first round's verification,
+    `verify.TargetVerifier`, so its time is in verify_s), wall_s,
     mid_calls_per_round; modelled_ms, modelled_tokens_per_s and modelled_on (the profile's name):
     the rounds priced by the decoder's profile, prefill excluded (the target's, and the mid
     drafter's deferred prompt) ("modelled on <profile>").
@@ -123,7 +125,8 @@ class TreeGraftDecoder:
 
     # ---- set-up ---------------------------------------------------------------------------------
     def start(self, ids: list[int]) -> None:
-        """Prefill both models with the prompt (all but its last token, the first root)."""
+        """Prefill both models with the prompt (all but its last token, the first root); the
+        target's prompt, up to `TargetVerifier.FUSE` tokens of it, waits for the first round's forward."""
         cfg = self.config
         self.ids = list(ids)
         self.prompt_len = len(ids)

@@ -54,24 +54,43 @@ def float32_head(model) -> bool:
 
 
 class TargetVerifier:
-    """Holds the target's KV cache: every committed token except the last (the next root)."""
+    """Holds the target's KV cache: every committed token except the last (the next root).
+
+    The prompt's last `FUSE` tokens (all of a shorter prompt) are not prefilled on their own: they
+    stay `pending` and ride in front of the first tree forward, causally masked, with logits for
+    the tree rows only. A generation then costs one target forward less, as HF's prompt lookup
+    (whose first forward holds the prompt and the first draft) does; the cache ends up the same.
+    """
+
+    FUSE = 1024
 
     def __init__(self, model) -> None:
         self.model = model
         self.cache = kv.new_cache(model)
         self.cached = 0
+        self.pending: list[int] = []
 
-    def prefill(self, ids: list[int]) -> None:
-        kv.prefill(self.model, self.cache, ids)
-        self.cached = len(ids)
+    def prefill(self, ids: list[int], fuse: bool = True) -> None:
+        """Cache `ids` now, or (`fuse`) all but their last `FUSE`, which the next forward carries."""
+        head = max(0, len(ids) - self.FUSE) if fuse else len(ids)
+        kv.prefill(self.model, self.cache, ids[:head])
+        self.cached = head
+        self.pending = list(ids[head:])
 
     def forward_tree(self, tree: DraftTree, kept: list[int]) -> torch.Tensor:
-        """One forward of the kept nodes (root first): logits [len(kept), vocab], model dtype."""
-        n = len(kept)
-        allowed = torch.ones(n, self.cached + n, dtype=torch.bool)
-        allowed[:, self.cached :] = tree.ancestor_matrix(kept)
-        positions = torch.tensor([self.cached + tree.depth[v] for v in kept])
-        return kv.masked_forward(self.model, self.cache, [tree.tokens[v] for v in kept], positions, allowed)
+        """One forward of the kept nodes (root first), behind any pending prompt tokens: logits
+        [len(kept), vocab], model dtype."""
+        n, p, c = len(kept), len(self.pending), self.cached
+        allowed = torch.ones(p + n, c + p + n, dtype=torch.bool)
+        if p:
+            allowed[:p, c:] = False
+            allowed[:p, c : c + p] = torch.ones(p, p, dtype=torch.bool).tril()
+        allowed[p:, c + p :] = tree.ancestor_matrix(kept)
+        positions = torch.tensor([*range(c, c + p), *(c + p + tree.depth[v] for v in kept)])
+        logits = kv.masked_forward(self.model, self.cache, [*self.pending, *(tree.tokens[v] for v in kept)], positions,
+                                   allowed, keep_last=n if p else None)
+        self.cached, self.pending = c + p, []
+        return logits
 
     def rollback(self) -> None:
         kv.truncate(self.cache, self.cached)

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     parser.add_argument("--a-head", default="linear", choices=("linear", "log"),
                         help="what f_theta's A head regresses: A (the paper's) or log A (default: %(default)s)")
+    parser.add_argument("--teacher", default="value", choices=("value", "replay"),
+                        help="where the student's margin labels come from: f_theta (the paper's) or each round "
+                             "start's own replayed schedules (default: %(default)s)")
     parser.add_argument("--margin-offset", default="auto",
                         help="tau: the student calls the mid drafter iff the teacher margin exceeds tau; "
                              "auto = chosen by the grouped CV (0 = the plain sign rule)")
@@ -115,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         df, prof, args.pair, signals=signals, folds=args.folds, seed=args.seed, value_steps=args.value_steps,
         student_steps=args.student_steps, rank_steps=args.rank_steps,
         offset="auto" if args.margin_offset == "auto" else float(args.margin_offset), decode=decode, family=family,
-        a_head=args.a_head)
+        a_head=args.a_head, teacher=args.teacher)
     D = int(df["D"].iloc[0])
     lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
     weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}

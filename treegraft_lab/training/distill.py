@@ -3,7 +3,9 @@
 Teacher margin for a canonical state (a round start, a step k and the decisions before it):
     y_k = max over tau_{k+1:D} of eta_hat(z_k, 1, tau)  -  max over tau_{k+1:D} of eta_hat(z_k, 0, tau)
 The student g_psi regresses y_k (z-scored) from its 17 inputs; online it calls the mid drafter
-iff g_psi(z_k) > 0. `replay_policy` scores any decision rule on collected trajectories: it
+iff g_psi(z_k) > 0. With `teacher="replay"` eta_hat is replaced by each round start's realised
+tokens/ms under every replayed schedule (`replay_margins`): no value model between the replays
+and the student. `replay_policy` scores any decision rule on collected trajectories: it
 follows the rule down each round start's schedule tree and reads off the realised A and times.
 """
 
@@ -70,6 +72,32 @@ def margin_labels(eta_fn: Callable[[np.ndarray], np.ndarray], states: pd.DataFra
             best[a] = eta.max(1)
         y[sub.index.to_numpy()] = best[1] - best[0]
     return y
+
+
+def replay_margins(df: pd.DataFrame, states: pd.DataFrame, D: int) -> np.ndarray:
+    """y per canonical state read from the replays themselves instead of f_theta: the best
+    realised tokens/ms over schedules that call now minus the best over those that skip, among
+    the round start's replayed schedules (all 2^D, priced on the row's cost profile).
+
+    Exact for the round start it came from, noisy as a label of the state's signals (a lucky draw
+    counts in full); the student's regression averages it over similar inputs.
+    """
+    keys = [c for c in ("state", "cost_profile", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
+    leaf = df[df["k"] == 1].drop_duplicates([*keys, "schedule"])
+    eta = (leaf["accepted"].to_numpy(float) + 1.0) / (leaf["t_draft_ms"] + leaf["t_verify_ms"]).to_numpy(float)
+    sched = leaf["schedule"].astype(str)
+    parts = []
+    for k in range(1, D + 1):
+        t = leaf[keys].copy()
+        t["k"], t["prefix"], t["a"], t["eta"] = k, sched.str[: k - 1].to_numpy(), sched.str[k - 1].to_numpy(), eta
+        best = t.groupby([*keys, "k", "prefix", "a"])["eta"].max().unstack("a")
+        parts.append((best["1"] - best["0"]).rename("y"))
+    y = pd.concat(parts)
+    idx = pd.MultiIndex.from_frame(states[[*keys, "k", "prefix"]].astype({"prefix": str}))
+    out = y.reindex(idx).to_numpy(float)
+    if np.isnan(out).any():
+        raise TreeGraftError("replay_margins: a state without both a call and a skip among its replays")
+    return out
 
 
 # ---------------------------------------------------------------------------- the student
@@ -219,7 +247,8 @@ def choose_offset(folds: list[tuple[Student, pd.DataFrame]], signals: Sequence[s
 def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signals: Sequence[str] | None = None,
                    folds: int = 5, seed: int = 0, value_steps: int = 3000, student_steps: int = 4000,
                    rank_steps: int = 1200, offset: float | str = "auto", log: Callable[[str], None] = print,
-                   decode: dict | None = None, family: Sequence | None = None, a_head: str = "linear") -> tuple:
+                   decode: dict | None = None, family: Sequence | None = None, a_head: str = "linear",
+                   teacher: str = "value") -> tuple:
     """Rank signals, fit f_theta, label margins, fit g_psi; cross-validated scores, then final fits.
 
     offset: the margin offset tau subtracted from the labels of the final student (so that online
@@ -230,6 +259,9 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     rows on instead of scalings of `prof` (one scheduler for all of them; `value.augment_costs`).
     a_head: "linear" (f_theta regresses A, the paper's) or "log" (it regresses log A: a copying
     round's 17 tokens no longer outweigh the one-token rounds where a mid call pays).
+    teacher: "value" (margins from f_theta, the paper's) or "replay" (`replay_margins`: each
+    state's margin read from its own round start's replayed schedules; f_theta is still fitted
+    and scored).
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
@@ -239,6 +271,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
 
     if a_head not in ("linear", "log"):  # before the minutes of signal ranking
         raise TreeGraftError(f"a_head {a_head!r}: use linear or log")
+    if teacher not in ("value", "replay"):
+        raise TreeGraftError(f"teacher {teacher!r}: use value or replay")
     D = int(df["D"].iloc[0])
     log(f"ranking {len(SIGNALS)} signals by {folds}-fold grouped CV on {df['qid'].nunique()} prompts, {len(df)} rows")
     table = rank_signals(df, SIGNALS, D, folds, seed, steps=rank_steps)
@@ -263,7 +297,10 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         a_pred[te] = val.tokens(X[te], pred[te])
         eta_pred[te] = val.eta(X[te], pred[te])
         st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
-        y_tr, y_te = (margin_labels(val.eta, s, chosen, D) for s in (st_tr, st_te))
+        if teacher == "replay":
+            y_tr, y_te = replay_margins(dfa[tr], st_tr, D), replay_margins(dfa[te], st_te, D)
+        else:
+            y_tr, y_te = (margin_labels(val.eta, s, chosen, D) for s in (st_tr, st_te))
         stu = fit_student(student_inputs(st_tr, chosen, D), y_tr, steps=student_steps, seed=seed)
         st_scores.append(student_scores(stu, student_inputs(st_te, chosen, D), y_te))
         fitted.append((stu, apply_costs_like(df[df["qid"].isin(set(dfa["qid"][te]))], prof, decode)))
@@ -285,7 +322,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     log(f"modelled tokens/s on held-out prompts (collection costs): {cmp}")
     val = fit_mlp(X, Y, groups, steps=value_steps, seed=seed, log_a=log_a)
     st_all = canonical_states(dfa)
-    y_all = margin_labels(val.eta, st_all, chosen, D)
+    y_all = replay_margins(dfa, st_all, D) if teacher == "replay" else margin_labels(val.eta, st_all, chosen, D)
     x_all = student_inputs(st_all, chosen, D)
     stu = fit_student(x_all, y_all - tau, steps=student_steps, seed=seed)
     meta = {
@@ -297,6 +334,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
                "target": "A (tokens per round)"},
         "r2": r2s,
         "a_head": a_head,
+        "teacher": teacher,
         "student_cv": {k: float(np.mean([s[k] for s in st_scores])) for k in st_scores[0]},
         "student_train": student_scores(stu, x_all, y_all - tau),
         "replay_tokens_per_s": cmp,
