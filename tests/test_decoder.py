@@ -118,6 +118,24 @@ def test_the_prompt_rides_in_the_first_tree_forward(monkeypatch, fuse):
         torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
 
 
+class AlwaysMid:
+    name = "always"
+
+    def decide(self, ctx) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("schedule,first_ok,first", [(AlwaysMid(), False, "00000"), (AlwaysMid(), True, "11111"),
+                                                      ("11111", False, "11111")])
+def test_a_policy_calls_the_mid_drafter_from_the_second_round_on(schedule, first_ok, first):
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    ref = hf_greedy(pair.target, PROMPTS[1], 16)
+    cfg = DecodeConfig(schedule=schedule, budget=8, mid_in_first_round=first_ok)
+    g = TreeGraftDecoder(pair, cfg).generate(PROMPTS[1], max_new_tokens=16)
+    assert g.token_ids == ref
+    assert [r.schedule for r in g.rounds[:2]] == [first, "11111"]
+
+
 def test_generation_stops_at_eos_and_drops_tokens_after_it():
     pair = tiny_pair("llama", vocab=64, scale=4.0)
     ref = hf_greedy(pair.target, PROMPTS[0], 24)

@@ -113,6 +113,12 @@ class DecodeConfig:
     tau tokens; "rule:score": while the best small path's probability is below a threshold; the
     value fitted on the train split, or given as "rule:match=3"), or a policy
     object with `decide(ctx) -> bool`. call_budget: most mid calls per round (None = no cap).
+    mid_in_first_round: whether a policy schedule (adaptive, a rule, a custom policy; not a fixed
+    mask) may call the mid drafter in a generation's first round. Off by default: there the
+    committed text ends in the prompt's chat template, so the context signals read alike for every
+    prompt, and a mid call pays the mid drafter's whole-prompt prefill, which the modelled clock
+    leaves out; on the regime map (T_mid / T_tgt 0.21) the calls the family scheduler made there
+    cost the two copying prompts a round each.
     clock: the costs every time-weighing decision reads (the scheduler's inputs, value pruning,
     budget "auto", the oracle) and each round is priced with: "wall" (default) = this device's
     measured profile (measured once by `measure.resolve` / `treegraft-lab profile`, then read from
@@ -144,6 +150,7 @@ class DecodeConfig:
     non_destructive: bool = True
     schedule: Any = "small"
     call_budget: int | None = None
+    mid_in_first_round: bool = False
     seed: int | None = None
     scheduler_path: str | None = None
     clock: str | DeviceProfile = "wall"

@@ -201,7 +201,7 @@ class TreeGraftDecoder:
         for k in range(1, cfg.depth + 1):
             ctx = self.step_context(k, history, tree, last_new, expanded)
             call = self._when(policy, ctx)                                      # WHEN
-            self._emit("step.decide", k, tree, call_mid=call, ctx=ctx, policy=policy)
+            self._emit("step.decide", k, tree, call_mid=call if self._asked else None, ctx=ctx, policy=policy)
             step = self.draft_step(tree, k, call, last_new, expanded)           # WHERE + HOW
             mid_s += step.mid_s
             self._emit("step.expand", k, tree, call_mid=call, pool=step.pool, frontier=step.frontier, new=step.new,
@@ -313,11 +313,17 @@ class TreeGraftDecoder:
         return info, emitted
 
     def _when(self, policy, ctx: StepContext) -> bool:
+        """Call the mid drafter at this step? `_asked`: whether the policy was asked (the recorder
+        leaves the margin of an unasked step empty)."""
+        self._asked = False
         if self.mid is None:
             return False
         cap = self.config.call_budget
         if cap is not None and ctx.mid_calls >= cap:
             return False
+        if not self.config.mid_in_first_round and len(self.ids) == self.prompt_len and not isinstance(policy, MaskPolicy):
+            return False  # a generation's first round: see DecodeConfig.mid_in_first_round
+        self._asked = True
         return bool(policy.decide(ctx))
 
     def _oracle_round(self) -> tuple[RoundInfo, list[int]]:

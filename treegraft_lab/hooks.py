@@ -3,7 +3,8 @@
 Hook points (a hook receives one HookEvent):
   run.start      before the first round        data: prompt_ids
   round.start    a round begins                data: root, committed
-  step.decide    the policy has decided        data: call_mid, ctx (StepContext), policy
+  step.decide    the policy has decided        data: call_mid (None when the policy was not asked:
+                 no mid drafter, the call cap reached, a generation's first round), ctx, policy
   step.expand    a draft step grew the tree    data: call_mid, pool, frontier, new, chain, last_new, forwarded
   round.prune    budget pruning is done        data: kept, chances (prune="value": P(v) per node, else None)
   round.verify   the target has verified       data: kept, logits, path, bonus

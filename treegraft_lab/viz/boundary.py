@@ -30,7 +30,9 @@ SCALE = [[0.0, COLORS["small"]], [0.5, "#ffffff"], [1.0, COLORS["mid"]]]  # skip
 
 def step_inputs(run, policy) -> pd.DataFrame:
     """One row per recorded step: the 17 raw inputs (named as in the artifact), the recorded
-    decision and margin, and the decision and margin the policy gives those inputs now (tokens/s)."""
+    decision and margin, and the decision and margin the policy gives those inputs now (tokens/s);
+    a step the decoder did not ask the policy about (a generation's first round) keeps no margin
+    and no call."""
     art = policy.artifact
     plen = run.runs.set_index("run")["prompt_ids"].map(len)
     rows = []
@@ -39,10 +41,11 @@ def step_inputs(run, policy) -> pd.DataFrame:
         for s in steps.to_dict("records"):
             ctx = StepContext.from_signals(int(s["step"]), art.depth, history, int(plen[r]), s["t_tgt_ms"],
                                            s["t_mid_ms"], {k: s[k] for k in policy.signals})
-            call = policy.decide(ctx)
+            asked = math.isfinite(s["policy_score"])  # not asked: a generation's first round, no mid drafter
+            call = policy.decide(ctx) and asked
             rows.append({"run": r, "round": s["round"], "step": s["step"], **dict(zip(art.inputs, policy.features(ctx))),
                          "recorded call": bool(s["call_mid"]), "recorded g": PER_S * s["policy_score"],
-                         "call": call, "g": PER_S * policy.last_score})
+                         "call": call, "g": PER_S * policy.last_score if asked else math.nan})
             history.append(int(s["call_mid"]))
     return pd.DataFrame(rows)
 
