@@ -232,3 +232,13 @@ def test_a_modelled_clock_reruns_the_tree_methods_and_prices_the_hf_ones():
     js = res.to_json()
     assert set(js["modelled"]["a100-paper"]["overall"]) == {"ar", "hf-pld", "small", "10101"}
     assert "# Modelled on a100-paper" in bench.render_markdown(res)
+
+
+def test_wall_repeats_do_not_repeat_the_modelled_clock():
+    pair = tiny_pair("llama", scale=4.0)
+    prompts = [{"question_id": "q1", "category": "c", "turns": [[5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]]}]
+    res = bench.run_bench(pair, prompts, ["ar", "hf-pld", "small"], max_new_tokens=8, warmup_tokens=2, progress=False,
+                          model_on=["a100-paper"], repeats=2, model_repeats=1)
+    reps = res.records.groupby("clock")["repeat"].agg(lambda r: sorted(set(r)))
+    assert reps["wall"] == [0, 1] and reps["a100-paper"] == [0]
+    assert len(res.records) == 3 * 2 + 3  # ar, hf-pld, small twice on the wall clock, once modelled

@@ -222,14 +222,16 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
               repeats: int = 1, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
               settings: dict | None = None, prune: str = "topk", model_on: list[str] | tuple[str, ...] = (),
               prune_modelled: str | None = None, model_only: bool = False, growth: dict | None = None,
-              warmup_prompt: str | None = None) -> BenchResult:
+              warmup_prompt: str | None = None, model_repeats: int | None = None) -> BenchResult:
     """Run every method on every prompt (first turn, chat template applied) and summarise.
 
     model_on: profiles (names or files) to also run and price the methods on (see the module
     docstring); prune_modelled: the pruning rule there (default: `prune`); model_only: run the
     tree methods on the modelled clocks only (the wall clock then has ar and the HF methods, which
     the modelled clocks price); growth: the tree methods' growth rule (DecodeConfig overrides);
-    warmup_prompt: the untimed warm-up's prompt (default: the first prompt)."""
+    warmup_prompt: the untimed warm-up's prompt (default: the first prompt); model_repeats: repeats
+    on the modelled clocks (default: `repeats`; their times do not depend on the machine's speed,
+    so repeating them buys no precision)."""
     from tqdm.auto import tqdm
 
     from treegraft_lab import costs, measure
@@ -264,10 +266,15 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
             print(f"bench: skipping {label}: {skipped[label]}", file=sys.stderr)
     order = [k for k in keys if k in runners]
     rows = []
-    bar = tqdm(total=len(prompts) * repeats * len(order), desc="bench", disable=not progress, file=sys.stderr)
+    n_model = repeats if model_repeats is None else min(model_repeats, repeats)
+    walls = sum(c == "wall" for _, c in order)
+    bar = tqdm(total=len(prompts) * (repeats * walls + n_model * (len(order) - walls)), desc="bench",
+               disable=not progress, file=sys.stderr)
     for i, (q, ids) in enumerate(zip(prompts, encoded)):
         for r in range(repeats):
+            modelled = r < n_model
             rot = order[(i + r) % len(order):] + order[:(i + r) % len(order)]
+            rot = [k for k in rot if modelled or k[1] == "wall"]
             outs = {}
             for k in rot:
                 outs[k] = runners[k](ids, max_new_tokens)
@@ -276,7 +283,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
             for m, c in order:
                 if c == "wall":
                     rows.append(_record(q, ids, m, r, outs[(m, c)], ref, "wall"))
-            for c, prof in profiles.items():  # the modelled clocks: tree methods rerun, HF methods priced
+            for c, prof in (profiles if modelled else {}).items():  # modelled: tree methods rerun, HF priced
                 for m in methods:
                     out = outs.get((m, c)) if m not in HF_METHODS else outs.get((m, "wall"))
                     if out is None:
