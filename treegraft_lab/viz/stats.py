@@ -272,8 +272,10 @@ def acceptance_length(run) -> tuple[float, int, int]:
 
     Target forwards = one per round (the tree verification) + one prefill per generate call, as
     the release counts `step_idx + 1` per turn; new tokens = the tokens each call returned (cut at
-    max_new_tokens and end of text). Our prefill emits no token (the first round does), so on the
-    same trees this reads at most one token per call lower than the release's count."""
+    max_new_tokens and end of text). Our decoder runs no forward for the prompt alone (it rides in
+    the first round's, `verify.TargetVerifier`), yet one is counted per call, as the release does;
+    the release's prefill emits a token and ours has none to emit, so on the same trees this reads
+    at most one token per call lower than the release's count."""
     tokens = int(sum(len(ids) for ids in run.runs["output_ids"]))
     forwards = len(run.rounds) + len(run.runs)
     return (tokens / forwards if forwards else math.nan), tokens, forwards
