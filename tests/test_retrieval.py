@@ -158,10 +158,12 @@ def test_rules_call_the_mid_drafter_as_their_values_say_and_stay_lossless():
     for s in ("rule:match=0", "rule:match=6", "rule:score=0", "rule:score=1.01", "rule:match=2", "rule:score=0.3"):
         g = TreeGraftDecoder(pair, DecodeConfig(schedule=s)).generate(ids, max_new_tokens=20)
         assert g.token_ids == ref, s
-        calls[s] = g.stats["mid_calls_per_round"]
-    assert calls["rule:match=0"] == calls["rule:score=0"] == 0  # never shorter than 0 / below 0
-    assert calls["rule:match=6"] == 5  # a match is at most ngram_max = 5 tokens: always
-    assert calls["rule:score=1.01"] == 5
+        calls[s] = [r.mid_calls for r in g.rounds]
+    assert sum(calls["rule:match=0"]) == sum(calls["rule:score=0"]) == 0  # never shorter than 0 / below 0
+    # always, from the second round on (DecodeConfig.mid_in_first_round): a match is at most ngram_max = 5
+    # tokens; a probability is below 1.01
+    for s in ("rule:match=6", "rule:score=1.01"):
+        assert calls[s][0] == 0 and set(calls[s][1:]) == {5} and len(calls[s]) > 1, s
 
 
 def test_a_rule_without_a_fitted_value_is_refused_in_one_line():
