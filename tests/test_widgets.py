@@ -231,6 +231,10 @@ def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny, tmp_pa
     contours = [t for t in fig.data if t.type == "contour"]
     assert len(contours) + len(notes) == len(planes)  # every plane draws g = 0 or says why it has none
     assert "tokens/s" in fig.data[0].colorbar.title.text
+    markers = [t for t in fig.data if t.type == "scatter" and t.name and t.name.startswith("recorded")]
+    drawn = sum(len(t.x) for t in markers) / len(planes)
+    assert drawn == ((seen["step"] == 3) & ~first).sum()  # the unasked first round is not drawn as a decision
+    assert "first-round step(s) left out" in fig.layout.title.text
 
 
 def test_a_round_change_arriving_while_the_viewer_redraws_is_drawn_not_dropped():

@@ -83,8 +83,13 @@ def slice_scores(policy, art, base: dict[str, float], sx: str, sy: str, xs, ys) 
 
 def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[str, str]]) -> tuple[go.Figure, list[str]]:
     """A 2 x 2 grid of g_psi planes at the recorded medians of `step`, the g = 0 contour, and the
-    recorded decisions of that step. Returns the figure and one note per plane where g keeps one sign."""
+    recorded decisions of that step. Returns the figure and one note per plane where g keeps one sign.
+    Steps the decoder did not ask the scheduler about (a generation's first round) are left out of
+    the medians and the markers; the title says how many."""
     art = policy.artifact
+    asked = inputs[inputs["recorded g"].notna()]
+    left = int((inputs["step"] == step).sum() - (asked["step"] == step).sum())
+    inputs = asked if (asked["step"] == step).any() else inputs
     base, at = centre(inputs, art, step), inputs[inputs["step"] == step]
     grids = [(sx, sy, *(xs := axis_values(sx, art, inputs[sx]), ys := axis_values(sy, art, inputs[sy])),
               slice_scores(policy, art, base, sx, sy, xs, ys)) for sx, sy in pairs]
@@ -92,6 +97,8 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
     fig = make_subplots(2, 2, subplot_titles=[f"{sx} x {sy}" for sx, sy in pairs], horizontal_spacing=0.1,
                         vertical_spacing=0.17)
     notes = []
+    out = (f"<br><sup>{left} first-round step(s) left out: the scheduler is not asked there</sup>"
+           if left and inputs is asked else "")
     for i, (sx, sy, xs, ys, z) in enumerate(grids):
         r, c = i // 2 + 1, i % 2 + 1
         fig.add_trace(go.Heatmap(x=xs, y=ys, z=z, colorscale=SCALE, zmid=0, zmin=-lim, zmax=lim, showscale=i == 0,
@@ -124,8 +131,8 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 12,
                                                                                           "color": color}))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="g = 0 (the boundary)", line={"color": "black", "width": 2}))
-    fig.update_layout(height=760, margin={"l": 60, "r": 20, "t": 70, "b": 110},
-                      title={"text": f"g_psi before draft step {step}, other inputs at this run's medians for step {step}",
+    fig.update_layout(height=760, margin={"l": 60, "r": 20, "t": 90 if out else 70, "b": 110},
+                      title={"text": f"g_psi before draft step {step}, other inputs at this run's medians for step {step}{out}",
                              "font": {"size": 14}},
                       legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top", "font": {"size": 11}})
     return fig, notes
