@@ -200,8 +200,9 @@ class TreeGraftDecoder:
         last_new, expanded, history, mid_s = [0], [], [], 0.0
         for k in range(1, cfg.depth + 1):
             ctx = self.step_context(k, history, tree, last_new, expanded)
-            call = self._when(policy, ctx)                                      # WHEN
-            self._emit("step.decide", k, tree, call_mid=call if self._asked else None, ctx=ctx, policy=policy)
+            decision = self._when(policy, ctx)                                  # WHEN (None: not asked)
+            call = bool(decision)
+            self._emit("step.decide", k, tree, call_mid=decision, ctx=ctx, policy=policy)
             step = self.draft_step(tree, k, call, last_new, expanded)           # WHERE + HOW
             mid_s += step.mid_s
             self._emit("step.expand", k, tree, call_mid=call, pool=step.pool, frontier=step.frontier, new=step.new,
@@ -312,18 +313,16 @@ class TreeGraftDecoder:
         self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
         return info, emitted
 
-    def _when(self, policy, ctx: StepContext) -> bool:
-        """Call the mid drafter at this step? `_asked`: whether the policy was asked (the recorder
-        leaves the margin of an unasked step empty)."""
-        self._asked = False
+    def _when(self, policy, ctx: StepContext) -> bool | None:
+        """Call the mid drafter at this step? None when the policy is not asked (no mid drafter, the
+        call cap reached, a generation's first round): the recorder then keeps no margin."""
         if self.mid is None:
-            return False
+            return None
         cap = self.config.call_budget
         if cap is not None and ctx.mid_calls >= cap:
-            return False
+            return None
         if not self.config.mid_in_first_round and len(self.ids) == self.prompt_len and not isinstance(policy, MaskPolicy):
-            return False  # a generation's first round: see DecodeConfig.mid_in_first_round
-        self._asked = True
+            return None  # a generation's first round: see DecodeConfig.mid_in_first_round
         return bool(policy.decide(ctx))
 
     def _oracle_round(self) -> tuple[RoundInfo, list[int]]:

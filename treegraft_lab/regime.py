@@ -222,7 +222,8 @@ def price(reps: list[Replays], profile: DeviceProfile, schedules: list[str]) -> 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per schedule: mean speedup over prompts (the bench's definition), pooled speedup (all
     prompts' plain-decoding ms / their ms: long answers weigh more, copy-heavy ones less), tokens per round
-    (acceptance length, the paper's: accepted + 1 per round) and mid calls per round."""
+    (accepted + 1 per round; the release's acceptance length A also counts one prefill forward per
+    generation, so it reads lower on the same rounds) and mid calls per round."""
     g = df.groupby("schedule", sort=False)
     out = pd.DataFrame({"speedup": g["speedup"].mean(),
                         "speedup_pooled": (df["ms"] * df["speedup"]).groupby(df["schedule"], sort=False).sum() / g["ms"].sum(),

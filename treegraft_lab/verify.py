@@ -70,9 +70,9 @@ class TargetVerifier:
         self.cached = 0
         self.pending: list[int] = []
 
-    def prefill(self, ids: list[int], fuse: bool = True) -> None:
-        """Cache `ids` now, or (`fuse`) all but their last `FUSE`, which the next forward carries."""
-        head = max(0, len(ids) - self.FUSE) if fuse else len(ids)
+    def prefill(self, ids: list[int]) -> None:
+        """Cache all of `ids` but their last `FUSE` (0: all of them); the next forward carries those."""
+        head = max(0, len(ids) - self.FUSE)
         kv.prefill(self.model, self.cache, ids[:head])
         self.cached = head
         self.pending = list(ids[head:])
