@@ -48,7 +48,8 @@ def card(pair_name: str, fitted: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trajectories", help="a folder of data/trajectories/")
-    p.add_argument("--small", default="ngram", help="the small drafter the trajectories were collected with")
+    p.add_argument("--small", default=None, help="the small drafter the trajectories were collected with "
+                   "(default: the one they record)")
     args = p.parse_args(argv)
 
     import pandas as pd
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     df = pd.read_parquet(folder / "trajectories.parquet")
     profile = costs.load(str(folder / "profile.json"))
     decode = meta["shard_meta"][0]["decode"]
-    cfg = DecodeConfig(**{k: v for k, v in decode.items() if k not in ("schedule", "clock")}, small=args.small)
+    settings = {k: v for k, v in decode.items() if k not in ("schedule", "clock")}
+    cfg = DecodeConfig(**{**settings, **({"small": args.small} if args.small else {})})
     key = f"{profile_class(profile)}-{cfg.prune}-{cfg.growth}-{cfg.small}"
     entry = {"profile": profile.name, "states": int(df.state.nunique()), "prompts": int(df.qid.nunique()),
              "trajectories": str(folder), "date": time.strftime("%Y-%m-%d"),

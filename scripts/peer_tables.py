@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     tag = "wall" if args.clock == "wall" else args.clock
     root = Path("data/bench")
     folders = args.folders or [root / f"smollm2-pocket-{tag}-peers"] + [
-        root / f"smollm2-pocket-{tag}-small-{s}" for s in ("suffix", "ngram+suffix", "recycling", "ngram+recycling")]
+        root / f"smollm2-pocket-{tag}-small-{s}" for s in ("ngram", "suffix", "ngram+suffix", "recycling")]
     print(table(folders, args.clock))
     return 0
 

@@ -189,6 +189,20 @@ def test_a_scheduler_trained_on_release_trees_never_drives_lookup_trees(tmp_path
     assert artifact_folder(pair, DecodeConfig(**GROWTHS["lookup"]), prof).name == "a100-paper-topk-lookup"
 
 
+def test_a_scheduler_trained_on_n_gram_trees_never_drives_trees_with_recycled_candidates(tmp_path):
+    from treegraft_lab.config import GROWTHS
+    from treegraft_lab.schedule.adaptive import artifact_folder, check_match
+
+    meta = {"pair": "p", "profile_class": "a100-paper", "prune": "topk", "growth": "lookup"}  # no small: n-gram
+    prof = type("Prof", (), {"name": "a100-paper", "key": {}})()
+    with pytest.raises(TreeGraftError, match="small 'ngram'.*not 'ngram\\+recycling'"):
+        check_match(meta, "p", prof, "topk", tmp_path, "lookup", "ngram+recycling")
+    check_match({**meta, "small": "ngram+recycling"}, "p", prof, "topk", tmp_path, "lookup", "ngram+recycling")
+    pair = type("Pair", (), {"name": "p"})()
+    cfg = DecodeConfig(**GROWTHS["lookup"], small="ngram+recycling")
+    assert artifact_folder(pair, cfg, prof).name == "a100-paper-topk-lookup-ngram+recycling"
+
+
 @pytest.mark.parametrize("argv, words", [
     (["bench", "--budget", "-3"], "budget must be an integer >= 1"),
     (["bench", "--methods", "small", "--budget", "x"], "--budget must be an integer"),

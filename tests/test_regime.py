@@ -79,6 +79,24 @@ def test_the_stored_replays_price_on_any_profile_without_a_model(capsys):
     assert "all-small" in out and "all-mid" in out and "0.6" in out
 
 
+def test_the_markdown_map_sets_each_scheduler_beside_the_better_endpoint():
+    import pandas as pd
+
+    from treegraft_lab.regime import markdown
+
+    rows = [("all-small", 2.0, 1.0, 0.0), ("all-mid", 1.0, 1.5, 5.0), ("oracle", 2.5, 2.0, 1.0),
+            ("adaptive-family", 2.2, 1.2, 0.5)]
+    m = pd.DataFrame([{"ratio": r, "schedule": s, "speedup": sp * (1 if r == 0.6 else 0.5), "speedup_pooled": po,
+                       "mid_calls_per_round": c} for r in (0.1, 0.6) for s, sp, po, c in rows])
+    lines = markdown(m, marks={"a100-paper": 0.601}).splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    row = dict(zip(head, (c.strip() for c in lines[3].strip("|").split("|"))))
+    assert row["T_mid / T_tgt"] == "0.6 (a100-paper)" and row["oracle (calls)"] == "2.50 (1.00)"
+    assert row["adaptive-family (calls)"] == "2.20 (0.50)" and row["adaptive-family / better endpoint"] == "1.100"
+    assert row["pooled adaptive-family / better endpoint"] == "0.800"  # pooled, all-mid (1.5) is the better one
+    assert lines[2].split("|")[1].strip() == "0.1"  # no mark more than 2% away
+
+
 def test_a_switching_rule_is_decoded_on_the_map_like_an_artifact(replays):
     pair, cfg, _ = replays
     profiles = regime.ratio_profiles(STEEP, [0.1, 1.0])

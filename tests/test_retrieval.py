@@ -67,6 +67,25 @@ def longest_earlier_match(seq: list[int], ctx: list[int]) -> int:
     return best
 
 
+def test_recycled_candidates_are_drafted_only_where_the_n_gram_match_is_shorter_than_recycle_below():
+    from treegraft_lab.retrieval import SmallDrafters
+
+    ctx = [1, 2, 3, 4, 5, 9, 1, 2, 3, 4]  # "1 2 3 4" occurred before: a 4-token match, continuation 5
+    rec = RecyclingDrafter(k=3)
+    rec.observe([4, 7], torch.stack([logits_with_order(20, [6, 8, 11]), logits_with_order(20, [12, 13, 14])]))
+    for below, drafted in ((2, []), (5, [6, 8, 11]), (0, [6, 8, 11])):  # 0: everywhere
+        small = SmallDrafters(("ngram", "recycling"), recycling=rec, recycle_below=below)
+        small.extend(ctx)
+        tree = DraftTree.start(4)
+        groups = dict(small.propose_each(tree, [0], width=10, children=10))
+        assert [p[1] for p in groups["ngram"]][:1] == [5]
+        assert [p[1] for p in groups["recycling"]] == drafted
+    small = SmallDrafters(("ngram", "recycling"), recycling=rec, recycle_below=2)
+    small.extend([1, 2, 3, 7])  # token 7 never occurred before its end: no n-gram match under the root
+    groups = dict(small.propose_each(DraftTree.start(7), [0], width=10, children=10))
+    assert groups["ngram"] == [] and [p[1] for p in groups["recycling"]] == [12, 13, 14]
+
+
 def test_the_suffix_automaton_finds_the_longest_match_and_counts_occurrences():
     rng = random.Random(0)
     for _ in range(30):

@@ -71,6 +71,11 @@ def test_sampled_tokens_follow_the_target_distribution_with_lookup_growth(pair):
     assert p_value(pair, RUNS, **{**GROWTHS["lookup"], "budget": 12}) > 0.01
 
 
+def test_sampled_tokens_follow_the_target_distribution_with_the_speed_default_trees(pair):
+    # lookup growth and the command line's small drafter: recycled candidates where the n-gram match is short
+    assert p_value(pair, RUNS, **{**GROWTHS["lookup"], "small": "ngram+recycling", "budget": 12}) > 0.01
+
+
 def test_a_broken_acceptance_rule_is_detected(pair, monkeypatch):
     monkeypatch.setattr(decoder_module, "accept_sampling", functools.partial(accept_sampling, renormalise=False))
     assert p_value(pair, RUNS) < 0.01

@@ -108,7 +108,9 @@ class DecodeConfig:
     expanded_graft (EG) and non_destructive (ND) switch the paper's WHERE and HOW mechanisms.
     small: the small drafter(s): "ngram" (the release), "recycling" (Token Recycling's adjacency
     matrix), "suffix" (a suffix automaton's longest match) or a "+"-joined combination such as
-    "ngram+suffix" (`retrieval`). schedule: "small", "mid", a 0/1 mask such as "10101", "adaptive",
+    "ngram+suffix" (`retrieval`). recycle_below: where "ngram" and "recycling" draft together,
+    recycled candidates go only under frontier nodes whose longest n-gram match is shorter than this
+    many tokens (default 2: where the text has not repeated itself; 0: under every node). schedule: "small", "mid", a 0/1 mask such as "10101", "adaptive",
     "oracle", a rule ("rule:match": call the mid drafter while the context match is shorter than
     tau tokens; "rule:score": while the best small path's probability is below a threshold; the
     value fitted on the train split, or given as "rule:match=3"), or a policy
@@ -140,6 +142,7 @@ class DecodeConfig:
     lookback: int | None = 5
     budget: int | str = 63
     small: str = "ngram"
+    recycle_below: int = 2
     prune: str = "topk"
     ngram_max: int = 5
     ngram_min: int = 1
@@ -189,6 +192,9 @@ class DecodeConfig:
                 f"budget must be an integer >= 1 (non-root nodes verified) or 'auto', got {self.budget!r}",
             )
         parse_small(self.small)
+        need(isinstance(self.recycle_below, int) and not isinstance(self.recycle_below, bool) and self.recycle_below >= 0,
+             f"recycle_below must be an integer >= 0 (recycled candidates only under frontier nodes whose n-gram "
+             f"match is shorter; 0: everywhere), got {self.recycle_below!r}")
         need(self.prune in ("topk", "value"), f"prune must be 'topk' (the paper) or 'value' (per-round, cost-aware), got {self.prune!r}")
         need(
             isinstance(self.ngram_max, int) and isinstance(self.ngram_min, int) and 1 <= self.ngram_min <= self.ngram_max,

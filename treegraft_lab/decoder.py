@@ -131,7 +131,7 @@ class TreeGraftDecoder:
         self.ids = list(ids)
         self.prompt_len = len(ids)
         self.root = ids[-1]
-        self.small = SmallDrafters(self.small_names, cfg.ngram_max, cfg.ngram_min, self.recycled)
+        self.small = SmallDrafters(self.small_names, cfg.ngram_max, cfg.ngram_min, self.recycled, cfg.recycle_below)
         self.small.extend(ids)
         self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
         self.target = TargetVerifier(self.pair.target)

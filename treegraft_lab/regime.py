@@ -310,3 +310,42 @@ def crossing(m: pd.DataFrame, col: str = "speedup") -> float | None:
         if d0 >= 0 > d1 or d0 < 0 <= d1:
             return float(np.exp(np.log(r0) + (np.log(r1) - np.log(r0)) * d0 / (d0 - d1)))
     return None
+
+
+def markdown(m: pd.DataFrame, focus: str = "adaptive-family", marks: dict[str, float] | None = None) -> str:
+    """The map as a markdown table, one row per ratio: the replay-priced schedules (mean speedup,
+    the oracle's and every decoded scheduler's mid calls a round beside theirs), the oracle and
+    `focus` over the better endpoint, then pooled speedups and `focus` pooled over the better
+    endpoint. `marks`: {name: ratio} labels the rows within 2% of those ratios (a100-paper's 0.6)."""
+    sp = m.pivot_table(index="ratio", columns="schedule", values="speedup")
+    po = m.pivot_table(index="ratio", columns="schedule", values="speedup_pooled")
+    calls = m.pivot_table(index="ratio", columns="schedule", values="mid_calls_per_round")
+    mask = m[m.schedule == "best-fixed"].set_index("ratio")["mask"] if "mask" in m else pd.Series(dtype=object)
+    decoded = [s for s in dict.fromkeys(m.schedule) if s not in (*ENDPOINTS, "best-fixed", "oracle") and s not in masks(5)]
+    fixed = [s for s in ("10101",) if s in sp.columns]
+
+    def num(t, r, c, d=2) -> str:
+        v = t.loc[r, c] if c in t.columns else float("nan")
+        return "" if pd.isna(v) else f"{v:.{d}f}"
+
+    def over(t, r, c, b) -> str:
+        return "" if c not in t.columns or pd.isna(t.loc[r, c]) else f"{t.loc[r, c] / b:.3f}"
+
+    def with_calls(r, c) -> str:
+        s = num(sp, r, c)
+        return f"{s} ({num(calls, r, c)})" if s else ""
+
+    head = ["T_mid / T_tgt", "all-small", "all-mid", *fixed, "best fixed", "oracle (calls)",
+            *[f"{d} (calls)" for d in decoded], "oracle / better endpoint", f"{focus} / better endpoint",
+            f"pooled: all-small / all-mid / oracle / {focus}", f"pooled {focus} / better endpoint"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in sp.index:
+        be = max(sp.loc[r, e] for e in ENDPOINTS)
+        bp = max(po.loc[r, e] for e in ENDPOINTS)
+        name = next((f" ({k})" for k, v in (marks or {}).items() if abs(math.log(v / r)) < 0.02), "")  # within 2%
+        best = f"{num(sp, r, 'best-fixed')} (`{mask.get(r, '')}`)" if "best-fixed" in sp.columns else ""
+        cells = [f"{r:g}{name}", num(sp, r, "all-small"), num(sp, r, "all-mid"), *[num(sp, r, f) for f in fixed], best,
+                 with_calls(r, "oracle"), *[with_calls(r, d) for d in decoded], over(sp, r, "oracle", be), over(sp, r, focus, be),
+                 " / ".join(num(po, r, c) for c in ("all-small", "all-mid", "oracle", focus)), over(po, r, focus, bp)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)

@@ -75,8 +75,8 @@ class RecyclingDrafter:
         target's top-k next tokens at those positions (a token seen twice keeps its last row)."""
         if self.matrix is None:
             self.matrix = torch.full((logits.shape[-1], self.k), -1, dtype=torch.long)
-        top = torch.topk(logits.float(), self.k, dim=-1).indices.cpu()
-        self.matrix[torch.tensor(tokens, dtype=torch.long)] = top
+        top = torch.topk(logits.float(), min(self.k, logits.shape[-1]), dim=-1).indices.cpu()  # a vocabulary below k
+        self.matrix[torch.tensor(tokens, dtype=torch.long), : top.shape[-1]] = top
 
     def row(self, token: int) -> list[int]:
         """The candidates after `token`, best first (empty before the target processed it)."""
@@ -264,8 +264,9 @@ class SmallDrafters:
     """The decoder's small drafter: one or more of `SMALL_DRAFTERS`, proposals concatenated."""
 
     def __init__(self, names: tuple[str, ...], nmax: int = 5, nmin: int = 1,
-                 recycling: RecyclingDrafter | None = None) -> None:
+                 recycling: RecyclingDrafter | None = None, recycle_below: int = 0) -> None:
         self.names = names
+        self.recycle_below = recycle_below  # recycled candidates only where the n-gram match is shorter (0: everywhere)
         self.ngram = NgramDrafter(nmax, nmin)
         self.index = self.ngram.index  # always kept: prompt lookup and the context signals read it
         self.recycling = (recycling or RecyclingDrafter()) if "recycling" in names else None
@@ -290,8 +291,21 @@ class SmallDrafters:
 
     def propose_each(self, tree: DraftTree, frontier: list[int], width: int, children: int | None = None,
                      chain: int = 1) -> list[tuple[str, list[Proposal]]]:
-        """[(drafter name, its proposals)] in the order of `names`."""
-        return [(d.name, d.propose(tree, frontier, width, children, chain)) for d in self.parts]
+        """[(drafter name, its proposals)] in the order of `names`. With `recycle_below` and an
+        n-gram part, the recycling part drafts only under the frontier nodes where the n-gram
+        drafter's longest match is shorter than `recycle_below` tokens (none: length 0)."""
+        out: list[tuple[str, list[Proposal]]] = []
+        for d in self.parts:
+            fr = frontier
+            if d is self.recycling and self.recycle_below and "ngram" in self.names:
+                ng = next(ps for name, ps in out if name == "ngram") if self.names.index("ngram") < self.names.index(
+                    "recycling") else self.ngram.propose(tree, frontier, width, children, chain)
+                longest: dict[int, int] = {}
+                for p in ng:
+                    longest[p[0]] = max(longest.get(p[0], 0), p[3])
+                fr = [f for f in frontier if longest.get(f, 0) < self.recycle_below]
+            out.append((d.name, d.propose(tree, fr, width, children, chain) if fr else []))
+        return out
 
     def lookup(self, length: int, latest: bool = False) -> list[Proposal]:
         return self.ngram.lookup(length, latest)

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         logits = "float32 logits" if args.float32_logits else "logits in the model's dtype"
         print(f"{matches} / {total} outputs identical to plain greedy decoding, match rate {rate:.1%} "
               f"({len(prompts)} prompts x {len(schedules)} schedules, {args.max_new_tokens} new tokens, {pair.dtype}, "
-              f"{logits}, {args.growth} growth)")
+              f"{logits}, {args.growth} growth, small drafter {args.small})")
         for f in failures:
             gap = f.get("logit_gap", float("nan"))
             why = ""

@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_prune_argument(parser)
     parser.add_argument("--growth", default="release", choices=("lookup", "release", "compact"),
                         help="tree growth rule of the replayed rounds (config.GROWTHS; default: %(default)s)")
+    parser.add_argument("--small", default="ngram", help="the small drafter of the replayed trees (default: %(default)s)")
     parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")

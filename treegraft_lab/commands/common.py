@@ -54,6 +54,7 @@ def clocks_from_args(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 DEFAULT_GROWTH = "lookup"  # the product's speed default: the growth measured fastest (README, "Benchmark")
+DEFAULT_SMALL = "ngram+recycling"  # and its small drafter (README, "Benchmark")
 
 
 def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,16 +64,18 @@ def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
                              f"authors' release); compact: the global top-W children per step, no chains, every "
                              f"unscored node reselectable (default: {DEFAULT_GROWTH})")
     parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k, release growth)")
-    parser.add_argument("--small", default="ngram",
+    parser.add_argument("--small", default=DEFAULT_SMALL,
                         help="the small drafter of the tree methods: ngram, recycling (Token Recycling's adjacency "
-                             "matrix), suffix (a suffix automaton) or a '+'-joined combination (default: ngram)")
+                             "matrix), suffix (a suffix automaton) or a '+'-joined combination; in ngram+recycling "
+                             "recycled candidates are drafted only where the n-gram match is shorter than 2 tokens "
+                             f"(DecodeConfig.recycle_below) (default: {DEFAULT_SMALL})")
 
 
 def growth_from_args(args: argparse.Namespace) -> dict:
     """DecodeConfig options of --growth / --children."""
     from treegraft_lab.config import GROWTHS
 
-    small = {"small": args.small} if getattr(args, "small", "ngram") != "ngram" else {}
+    small = {"small": args.small} if getattr(args, "small", "ngram") != "ngram" else {}  # absent: ngram
     base = dict(GROWTHS[args.growth]) if args.growth == "compact" else {**GROWTHS[args.growth], "children": args.children}
     return {**base, **small}
 
@@ -97,11 +100,13 @@ def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], gro
 
     if args.target or args.mid:
         return
-    name, kind = args.pair or "smollm2-pocket", DecodeConfig(**growth).growth
+    trees = DecodeConfig(**growth)
+    name, kind = args.pair or "smollm2-pocket", trees.growth
     for clock, prune in clocks:
-        folder = default_folder(name, clock, prune, kind, args.device, args.dtype)
+        folder = default_folder(name, clock, prune, kind, args.device, args.dtype, trees.small)
         if not (folder / "scheduler.json").is_file():
-            raise TreeGraftError(f"no scheduler for pair {name!r} with clock {clock!r}, prune={prune!r}, {kind} growth "
+            raise TreeGraftError(f"no scheduler for pair {name!r} with clock {clock!r}, prune={prune!r}, {kind} growth, "
+                                 f"small drafter {trees.small} "
                                  f"(looked in {folder}): pick another clock, prune or growth, or train one with "
                                  f"`treegraft-lab collect` and `treegraft-lab train-scheduler`")
 

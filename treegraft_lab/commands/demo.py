@@ -39,11 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _dtype(name: str) -> str:
     """"auto", or float32 where the auto dtype has no trained scheduler on this device and float32
     has one (adaptive would otherwise be skipped)."""
-    from treegraft_lab.commands.common import DEFAULT_GROWTH
+    from treegraft_lab.commands.common import DEFAULT_GROWTH, DEFAULT_SMALL
     from treegraft_lab.schedule.adaptive import default_folder
 
     def has(dtype: str) -> bool:
-        return any((default_folder(name, "wall", p, DEFAULT_GROWTH, dtype=dtype) / "scheduler.json").is_file()
+        return any((default_folder(name, "wall", p, DEFAULT_GROWTH, dtype=dtype, small=DEFAULT_SMALL) / "scheduler.json").is_file()
                    for p in ("value", "topk"))
 
     if has("auto") or not has("float32"):
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
           f"{str(pair.dtype).removeprefix('torch.')}; loaded in {time.perf_counter() - t0:.1f} s")  # fmt: skip
     print(f"dtype {pair.dtype_reason}; forward path: {pair.forward_path}")
     from treegraft_lab import bench, costs, measure
-    from treegraft_lab.commands.common import DEFAULT_GROWTH
+    from treegraft_lab.commands.common import DEFAULT_GROWTH, DEFAULT_SMALL
     from treegraft_lab.commands.profile import implication
     from treegraft_lab.config import GROWTHS
 
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     methods = list(METHODS) if pair.mid is not None else ["ar", "small", "hf-pld"]
     if pair.mid is None:
         print("note: no mid drafter, so only the n-gram drafter's methods run\n")
-    growth = GROWTHS[DEFAULT_GROWTH]
+    growth = {**GROWTHS[DEFAULT_GROWTH], "small": DEFAULT_SMALL}
     result = bench.run_bench(pair, [{"question_id": k, "category": k, "turns": [t]} for k, t in prompts.items()], methods,
                              args.max_new_tokens, budget=rec["budget"], prune=rec["prune"], warmup_tokens=32,
                              progress=False, model_on=["a100-paper"], prune_modelled="topk", growth=growth,
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     kinds = list(prompts)
     n = args.max_new_tokens
     print(f"Measured on this machine ({prof.device}; {n} new tokens a prompt, greedy, prune={rec['prune']}, "
-          f"{DEFAULT_GROWTH} growth; speedup over all prompts, then on each):")
+          f"{DEFAULT_GROWTH} growth, small drafter {DEFAULT_SMALL}; speedup over all prompts, then on each):")
     print("\n".join(_table(result, "wall", kinds)))
     a100 = costs.load("a100-paper")
     print("\nModelled on a100-paper (the paper's A100 step costs, not measured: data/profiles/README.md; the same "

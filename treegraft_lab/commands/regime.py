@@ -43,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="artifact folder, or a switching rule with its value (rule:match=2), for --decode "
                              "(repeatable; default: adaptive-family and adaptive-single)")
     parser.add_argument("--figure", type=Path, default=None, help="write the map's figure (PNG)")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print the map as a markdown table (the README's), adaptive-family as its focus")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
@@ -120,6 +122,9 @@ def run(args: argparse.Namespace) -> int:
     band, cross = regime.oracle_band(m), regime.crossing(m)
     print(json.dumps({"oracle_band": band, "crossing": cross,
                       "best_fixed": m[m.schedule == "best-fixed"].set_index("ratio")["mask"].to_dict() if "mask" in m else {}}))
+    if args.markdown:
+        tt, tm = costs.scheduler_costs(base, cfg)
+        print(regime.markdown(m, marks={base.name: tm / tt}))
     if args.figure:
         from treegraft_lab.viz.regime import cpu_curve_name, regime_figure
 

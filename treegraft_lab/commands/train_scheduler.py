@@ -83,8 +83,10 @@ def run(args: argparse.Namespace) -> int:
                              "collect and merge the trajectories again")
     decode = info["shard_meta"][0]["collect"]["decode"]
     prune = decode.get("prune", "topk")
-    growth = DecodeConfig(**{k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__
-                             and k not in ("schedule", "clock")}).growth  # the trees it learns on
+    trees = DecodeConfig(**{k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__
+                            and k not in ("schedule", "clock")})  # the trees it learns on
+    growth, small = trees.growth, trees.small
+    small_meta = {} if small == "ngram" else {"small": small, "recycle_below": trees.recycle_below}
     prof = costs.DeviceProfile.from_dict(info["profile"], f"{info_path}'s profile")
     if args.profile:
         if prune == "value":
@@ -137,12 +139,12 @@ def run(args: argparse.Namespace) -> int:
     art = artifact.SchedulerArtifact(
         args.pair, D, input_names(chosen, D), chosen, weights, student.xs.mean.tolist(), student.xs.std.tolist(),
         student.y_mean, student.y_std,
-        {"profile_class": "family" if family else profile_class(prof), "profile_name": prof.name, "prune": prune, "growth": growth, **meta,
+        {"profile_class": "family" if family else profile_class(prof), "profile_name": prof.name, "prune": prune, "growth": growth, **small_meta, **meta,
          "training": record})
     if art.params != n_params(student.net) or art.params != artifact.PARAMS:
         raise TreeGraftError(f"the student has {art.params} parameters, expected {artifact.PARAMS}")
     cls = "family" if family else profile_class(prof)
-    out = args.out or SCHEDULER_DIR / name / f"{cls}-{prune}{growth_suffix(growth)}"
+    out = args.out or SCHEDULER_DIR / name / f"{cls}-{prune}{growth_suffix(growth, small)}"
     vw = {k: v for k, v in value.net.state_dict().items()}
     vw.update({"x_mean": torch.from_numpy(value.xs.mean), "x_std": torch.from_numpy(value.xs.std),
                "y_mean": torch.from_numpy(value.ys.mean), "y_std": torch.from_numpy(value.ys.std)})

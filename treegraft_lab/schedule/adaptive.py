@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from treegraft_lab import costs
+from treegraft_lab.config import GROWTHS
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.models import resolve_device, resolve_dtype
 from treegraft_lab.paths import SCHEDULER_DIR
@@ -37,13 +38,14 @@ def profile_class(profile) -> str:
     return profile.name
 
 
-def growth_suffix(growth: str) -> str:
-    """Artifacts are keyed by tree growth too: "" for the release's rule, "-<growth>" for another."""
-    return "" if growth == "release" else f"-{growth}"
+def growth_suffix(growth: str, small: str = "ngram") -> str:
+    """Artifacts are keyed by the trees they learn on too: "" for the release's growth and small
+    drafter, "-<growth>" for another growth, then "-<small>" for another small drafter."""
+    return ("" if growth == "release" else f"-{growth}") + ("" if small == "ngram" else f"-{small}")
 
 
 def artifact_folder(pair, config, profile=None) -> Path | None:
-    """`config.scheduler_path`, else `data/scheduler/<pair>/<profile class>-<prune>[-<growth>]/`;
+    """`config.scheduler_path`, else `data/scheduler/<pair>/<profile class>-<prune>[-<growth>][-<small>]/`;
     None when the pair has no name."""
     if config.scheduler_path:
         return Path(config.scheduler_path)
@@ -52,7 +54,7 @@ def artifact_folder(pair, config, profile=None) -> Path | None:
         return None
     if profile is None:
         return artifact_dir(name)
-    return artifact_dir(name) / f"{profile_class(profile)}-{config.prune}{growth_suffix(config.growth)}"
+    return artifact_dir(name) / f"{profile_class(profile)}-{config.prune}{growth_suffix(config.growth, config.small)}"
 
 
 def settings_of(folder: Path) -> dict:
@@ -61,11 +63,13 @@ def settings_of(folder: Path) -> dict:
     meta = art_io.read_meta(folder)
     cls = meta.get("profile_class", "")
     named = cls and not cls.startswith(("cpu-", "cuda-", "mps-"))
-    return {"clock": cls if named else "wall", "prune": meta.get("prune", "topk"), "growth": meta.get("growth", "release")}
+    out = {"clock": cls if named else "wall", "prune": meta.get("prune", "topk")}
+    return {**out, **GROWTHS.get(meta.get("growth", "release"), {}), "small": meta.get("small", "ngram"),
+            **({"recycle_below": meta["recycle_below"]} if "recycle_below" in meta else {})}
 
 
 def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", growth: str = "release",
-                   device: str = "auto", dtype: str = "auto") -> Path:
+                   device: str = "auto", dtype: str = "auto", small: str = "ngram") -> Path:
     """The artifact folder for a pair under `clock`, `prune` and `growth`, without loading a model
     (for "wall": the device type and dtype that `device` and `dtype` resolve to on this machine)."""
     if clock == "wall":
@@ -73,23 +77,26 @@ def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", gr
         cls = f"{dev.type}-{str(resolve_dtype(dtype, dev)).removeprefix('torch.')}"
     else:
         cls = profile_class(costs.load(clock))
-    return artifact_dir(pair_name) / f"{cls}-{prune}{growth_suffix(growth)}"
+    return artifact_dir(pair_name) / f"{cls}-{prune}{growth_suffix(growth, small)}"
 
 
-def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path, growth: str = "release") -> None:
-    """Refuse, in one line, an artifact trained for another pair, profile class, pruning rule or
-    tree growth (an artifact that records none was trained on the release's growth)."""
+def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path, growth: str = "release",
+                small: str = "ngram") -> None:
+    """Refuse, in one line, an artifact trained for another pair, profile class, pruning rule, tree
+    growth or small drafter (one that records none was trained on the release's growth and n-gram
+    drafter)."""
     family = meta.get("profile_class") == "family"  # trained on many profiles: it takes T_tgt / T_mid as inputs
-    want = {"pair": pair_name, "profile": None if family else profile_class(profile), "prune": prune, "growth": growth}
+    want = {"pair": pair_name, "profile": None if family else profile_class(profile), "prune": prune, "growth": growth,
+            "small": small}
     got = {"pair": meta.get("pair"), "profile": meta.get("profile_class"), "prune": meta.get("prune"),
-           "growth": meta.get("growth", "release")}
+           "growth": meta.get("growth", "release"), "small": meta.get("small", "ngram")}
     bad = [k for k in want if want[k] and got[k] != want[k]]
     if bad:
         raise TreeGraftError(
             f"the scheduler in {folder} was trained for " + ", ".join(f"{k} {got[k]!r}" for k in bad)
             + ", not " + ", ".join(f"{want[k]!r}" for k in bad)
-            + f": use the clock, prune and growth it was trained for, or train one with `treegraft-lab collect --profile ... "
-              f"--prune {prune} --growth {growth}` and `treegraft-lab train-scheduler`")
+            + f": use the settings it was trained for, or train one with `treegraft-lab collect --profile ... "
+              f"--prune {prune} --growth {growth} --small {small}` and `treegraft-lab train-scheduler`")
 
 
 class AdaptivePolicy:
@@ -122,7 +129,7 @@ class AdaptivePolicy:
             have = sorted(p.name for p in folder.parent.iterdir() if (p / art_io.META_NAME).is_file())
             raise TreeGraftError(
                 f"no scheduler for pair {name!r} on profile {profile_class(profile)!r} with prune={config.prune!r}, "
-                f"growth {config.growth!r} "
+                f"growth {config.growth!r}, small {config.small!r} "
                 f"(looked in {folder}); trained ones: {', '.join(have) or 'none'}: pick a matching clock/prune, or "
                 f"train one with `treegraft-lab collect` and `treegraft-lab train-scheduler`")
         art = art_io.load(folder)
@@ -130,7 +137,7 @@ class AdaptivePolicy:
             raise TreeGraftError(f"the scheduler in {folder} was trained for depth {art.depth}, but depth={config.depth}; "
                                  "use that depth or train a scheduler for this one")
         check_match({"pair": art.pair, **art.meta}, None if config.scheduler_path else name, profile, config.prune, folder,
-                    config.growth)
+                    config.growth, config.small)
         return cls(art)
 
     def features(self, ctx) -> list[float]:

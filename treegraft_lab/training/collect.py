@@ -161,7 +161,8 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         ids = encode_prompt(pair.tokenizer, p["turns"][0])
         spots = sorted(rng.sample(range(cfg.max_new), min(cfg.states, cfg.max_new)))
         if not cfg.warm or cfg.known:
-            want = spots[-1] + (DEEPEST if cfg.known else 0)  # known acceptance reads past the start
+            # known acceptance reads past the start; warm rounds may overshoot a spot by a round's tokens
+            want = spots[-1] + ((2 if cfg.warm else 1) * DEEPEST if cfg.known else 0)
             full = autoregressive(pair, ids, max_new_tokens=want).token_ids if want else []
             full = full[: next((k + 1 for k, t in enumerate(full) if t in stop), len(full))]
             cont = full[: spots[-1]]
