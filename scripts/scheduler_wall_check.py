@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from treegraft_lab.bench import _decoder_runner
+from treegraft_lab.bench import _decoder_runner, interleaved
 from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.models import cpu_name, load_pair
@@ -47,16 +47,9 @@ def main() -> int:
         name, folder = item.split("=", 1)
         runners[name] = _decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=folder, **base)))
     enc = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in qs]
-    for run in runners.values():
-        run(enc[0], 16)
-    names, rate, calls = list(runners), {n: {} for n in runners}, {n: {} for n in runners}
-    for i, ids in enumerate(enc):
-        for rep in range(args.repeats):
-            k = (i * args.repeats + rep) % len(names)
-            for n in names[k:] + names[:k]:
-                o = runners[n](ids, 64)
-                rate[n].setdefault(i, []).append(len(o["token_ids"]) / o["wall_s"])
-                calls[n].setdefault(i, []).append(o["mid_calls"] / max(o["rounds"], 1))
+    names, recs = list(runners), interleaved(runners, enc, args.repeats, 64)
+    rate = {n: [[len(o["token_ids"]) / o["wall_s"] for o in rs] for rs in recs[n]] for n in names}
+    calls = {n: [[o["mid_calls"] / max(o["rounds"], 1) for o in rs] for rs in recs[n]] for n in names}
     rows = []
     for i, q in enumerate(qs):
         ref = st.mean(rate["all-small"][i])

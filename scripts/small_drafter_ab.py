@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from treegraft_lab.bench import _decoder_runner, make_runner
+from treegraft_lab.bench import _decoder_runner, interleaved, make_runner
 from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.models import cpu_name, load_pair
@@ -51,16 +51,9 @@ def main() -> int:
         cfg = DecodeConfig(schedule="small", budget=63, prune="value", **GROWTHS["lookup"], **over)
         runners[name] = _decoder_runner(TreeGraftDecoder(pair, cfg))
     enc = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in qs]
-    for run in runners.values():
-        run(enc[0], 16)  # warm-up, untimed
-    names, rate, outs = list(runners), {n: {} for n in runners}, {n: {} for n in runners}
-    for i, ids in enumerate(enc):
-        for rep in range(args.repeats):
-            k = (i * args.repeats + rep) % len(names)
-            for n in names[k:] + names[:k]:
-                o = runners[n](ids, 64)
-                rate[n].setdefault(i, []).append(len(o["token_ids"]) / o["wall_s"])
-                outs[n][i] = o["token_ids"]
+    names, recs = list(runners), interleaved(runners, enc, args.repeats, 64)
+    rate = {n: [[len(o["token_ids"]) / o["wall_s"] for o in rs] for rs in recs[n]] for n in names}
+    outs = {n: [rs[-1]["token_ids"] for rs in recs[n]] for n in names}
     cats = [q["category"] for q in qs]
     speed = {n: [st.mean(rate[n][i]) / st.mean(rate["plain decoding"][i]) for i in range(len(enc))] for n in names}
     pld = speed["HF prompt lookup"]

@@ -242,3 +242,22 @@ def test_wall_repeats_do_not_repeat_the_modelled_clock():
     reps = res.records.groupby("clock")["repeat"].agg(lambda r: sorted(set(r)))
     assert reps["wall"] == [0, 1] and reps["a100-paper"] == [0]
     assert len(res.records) == 3 * 2 + 3  # ar, hf-pld, small twice on the wall clock, once modelled
+
+
+def test_interleaved_runs_every_method_on_every_prompt_in_rotated_order():
+    from treegraft_lab.bench import interleaved
+
+    calls = []
+
+    def runner(name):
+        def run(ids, n):
+            calls.append((name, ids[0], n))
+            return {"token_ids": [0] * n, "wall_s": 1.0}
+        return run
+
+    out = interleaved({"a": runner("a"), "b": runner("b"), "c": runner("c")}, [[10], [11]], repeats=2, max_new_tokens=8)
+    assert calls[:3] == [("a", 10, 16), ("b", 10, 16), ("c", 10, 16)]  # the untimed warm-up
+    timed = calls[3:]
+    assert [c[0] for c in timed[:3]] == ["a", "b", "c"] and [c[0] for c in timed[3:6]] == ["b", "c", "a"]
+    assert all(len(out[m][i]) == 2 for m in "abc" for i in (0, 1)) and all(c[2] == 8 for c in timed)
+    assert [c[1] for c in timed] == [10] * 6 + [11] * 6

@@ -215,6 +215,24 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
     raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
 
+def interleaved(runners: dict[str, Runner], prompts: list[list[int]], repeats: int = 2,
+                max_new_tokens: int = 64) -> dict[str, list[list[dict]]]:
+    """Side by side in one process: every runner once on the first prompt, untimed, then each prompt
+    `repeats` times per runner, the runners' order rotated from one generation to the next so that
+    none always runs first. Returns {name: [records of prompt i]} (`Runner` records: token_ids,
+    wall_s, ...)."""
+    names = list(runners)
+    for run in runners.values():
+        run(prompts[0], 16)
+    out: dict[str, list[list[dict]]] = {n: [[] for _ in prompts] for n in names}
+    for i, ids in enumerate(prompts):
+        for rep in range(repeats):
+            k = (i * repeats + rep) % len(names)
+            for n in names[k:] + names[:k]:
+                out[n][i].append(runners[n](ids, max_new_tokens))
+    return out
+
+
 # ---------------------------------------------------------------------------------- the run
 
 
