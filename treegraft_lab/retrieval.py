@@ -23,7 +23,9 @@ rank r scores the prior `RANK_P[r]` (how often a rank-r candidate is the target'
 `SmallDrafters` is what the decoder holds as its small drafter: one or more of "ngram",
 "recycling", "suffix" (`DecodeConfig.small`, e.g. "ngram+suffix"), their proposals concatenated
 best first, each node labelled with the drafter that made it (`DraftTree.source`). It always
-keeps the n-gram index: prompt lookup's chain and the scheduler's context signals read it.
+keeps the n-gram index: prompt lookup's chain and the scheduler's context signals read it. With
+"ngram" and "recycling" together, the matrix drafts only under frontier nodes whose longest
+n-gram match is shorter than `recycle_below` tokens (`DecodeConfig.recycle_below`, default 2).
 """
 
 from __future__ import annotations

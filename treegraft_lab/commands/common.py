@@ -107,7 +107,7 @@ def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], gro
         if not (folder / "scheduler.json").is_file():
             raise TreeGraftError(f"no scheduler for pair {name!r} with clock {clock!r}, prune={prune!r}, {kind} growth, "
                                  f"small drafter {trees.small} "
-                                 f"(looked in {folder}): pick another clock, prune or growth, or train one with "
+                                 f"(looked in {folder}): pick another clock, prune, growth or small drafter, or train one with "
                                  f"`treegraft-lab collect` and `treegraft-lab train-scheduler`")
 
 
