@@ -197,7 +197,10 @@ def test_a_scheduler_trained_on_n_gram_trees_never_drives_trees_with_recycled_ca
     prof = type("Prof", (), {"name": "a100-paper", "key": {}})()
     with pytest.raises(TreeGraftError, match="small 'ngram'.*not 'ngram\\+recycling'"):
         check_match(meta, "p", prof, "topk", tmp_path, "lookup", "ngram+recycling")
-    check_match({**meta, "small": "ngram+recycling"}, "p", prof, "topk", tmp_path, "lookup", "ngram+recycling")
+    gated = {**meta, "small": "ngram+recycling", "recycle_below": 2}
+    check_match(gated, "p", prof, "topk", tmp_path, "lookup", "ngram+recycling", 2)
+    with pytest.raises(TreeGraftError, match="recycle_below 2.*not 0"):  # recycled candidates under every node
+        check_match(gated, "p", prof, "topk", tmp_path, "lookup", "ngram+recycling", 0)
     pair = type("Pair", (), {"name": "p"})()
     cfg = DecodeConfig(**GROWTHS["lookup"], small="ngram+recycling")
     assert artifact_folder(pair, cfg, prof).name == "a100-paper-topk-lookup-ngram+recycling"

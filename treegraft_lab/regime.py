@@ -321,7 +321,7 @@ def markdown(m: pd.DataFrame, focus: str = "adaptive-family", marks: dict[str, f
     po = m.pivot_table(index="ratio", columns="schedule", values="speedup_pooled")
     calls = m.pivot_table(index="ratio", columns="schedule", values="mid_calls_per_round")
     mask = m[m.schedule == "best-fixed"].set_index("ratio")["mask"] if "mask" in m else pd.Series(dtype=object)
-    decoded = [s for s in dict.fromkeys(m.schedule) if s not in (*ENDPOINTS, "best-fixed", "oracle") and s not in masks(5)]
+    decoded = [s for s in dict.fromkeys(m.schedule) if s not in (*ENDPOINTS, "best-fixed", "oracle") and set(s) - {"0", "1"}]
     fixed = [s for s in ("10101",) if s in sp.columns]
 
     def num(t, r, c, d=2) -> str:

@@ -296,18 +296,16 @@ class SmallDrafters:
         """[(drafter name, its proposals)] in the order of `names`. With `recycle_below` and an
         n-gram part, the recycling part drafts only under the frontier nodes where the n-gram
         drafter's longest match is shorter than `recycle_below` tokens (none: length 0)."""
-        out: list[tuple[str, list[Proposal]]] = []
-        for d in self.parts:
+        out: dict[str, list[Proposal]] = {}
+        for d in sorted(self.parts, key=lambda d: d is not self.ngram):  # the n-gram part first: the gate reads it
             fr = frontier
-            if d is self.recycling and self.recycle_below and "ngram" in self.names:
-                ng = next(ps for name, ps in out if name == "ngram") if self.names.index("ngram") < self.names.index(
-                    "recycling") else self.ngram.propose(tree, frontier, width, children, chain)
+            if d is self.recycling and self.recycle_below and "ngram" in out:
                 longest: dict[int, int] = {}
-                for p in ng:
+                for p in out["ngram"]:
                     longest[p[0]] = max(longest.get(p[0], 0), p[3])
                 fr = [f for f in frontier if longest.get(f, 0) < self.recycle_below]
-            out.append((d.name, d.propose(tree, fr, width, children, chain) if fr else []))
-        return out
+            out[d.name] = d.propose(tree, fr, width, children, chain)
+        return [(n, out[n]) for n in self.names]
 
     def lookup(self, length: int, latest: bool = False) -> list[Proposal]:
         return self.ngram.lookup(length, latest)

@@ -75,7 +75,7 @@ def growth_from_args(args: argparse.Namespace) -> dict:
     """DecodeConfig options of --growth / --children."""
     from treegraft_lab.config import GROWTHS
 
-    small = {"small": args.small} if getattr(args, "small", "ngram") != "ngram" else {}  # absent: ngram
+    small = {"small": args.small} if getattr(args, "small", "ngram") != "ngram" else {}
     base = dict(GROWTHS[args.growth]) if args.growth == "compact" else {**GROWTHS[args.growth], "children": args.children}
     return {**base, **small}
 

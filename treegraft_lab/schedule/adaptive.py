@@ -81,16 +81,18 @@ def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", gr
 
 
 def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path, growth: str = "release",
-                small: str = "ngram") -> None:
+                small: str = "ngram", recycle_below: int | None = None) -> None:
     """Refuse, in one line, an artifact trained for another pair, profile class, pruning rule, tree
     growth or small drafter (one that records none was trained on the release's growth and n-gram
-    drafter)."""
+    drafter), or, n-gram and recycling together, another gate (`recycle_below`; None: not checked)."""
     family = meta.get("profile_class") == "family"  # trained on many profiles: it takes T_tgt / T_mid as inputs
+    gated = recycle_below is not None and "recycle_below" in meta
     want = {"pair": pair_name, "profile": None if family else profile_class(profile), "prune": prune, "growth": growth,
-            "small": small}
+            "small": small, "recycle_below": recycle_below if gated else None}
     got = {"pair": meta.get("pair"), "profile": meta.get("profile_class"), "prune": meta.get("prune"),
-           "growth": meta.get("growth", "release"), "small": meta.get("small", "ngram")}
-    bad = [k for k in want if want[k] and got[k] != want[k]]
+           "growth": meta.get("growth", "release"), "small": meta.get("small", "ngram"),
+           "recycle_below": meta.get("recycle_below")}
+    bad = [k for k in want if want[k] not in (None, "") and got[k] != want[k]]
     if bad:
         raise TreeGraftError(
             f"the scheduler in {folder} was trained for " + ", ".join(f"{k} {got[k]!r}" for k in bad)
@@ -137,7 +139,7 @@ class AdaptivePolicy:
             raise TreeGraftError(f"the scheduler in {folder} was trained for depth {art.depth}, but depth={config.depth}; "
                                  "use that depth or train a scheduler for this one")
         check_match({"pair": art.pair, **art.meta}, None if config.scheduler_path else name, profile, config.prune, folder,
-                    config.growth, config.small)
+                    config.growth, config.small, config.recycle_below)
         return cls(art)
 
     def features(self, ctx) -> list[float]:
