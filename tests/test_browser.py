@@ -468,7 +468,11 @@ def interact_02(page, name: str = "02_tree_growth_animation.ipynb") -> None:
     seen: dict[str, list] = {}
     for _ in range(60):  # every frame is checked while the animation plays
         label = page.locator(shown).first.text_content()
-        seen.setdefault(label, []).extend(check_cell(page, ".js-plotly-plot"))
+        found = check_cell(page, ".js-plotly-plot")
+        if found:  # caught mid-transition (markers restyled before the title)? read the same frame once more
+            time.sleep(0.1)
+            found = check_cell(page, ".js-plotly-plot") if page.locator(shown).first.text_content() == label else []
+        seen.setdefault(label, []).extend(found)
         if "verify" in label:
             break
         time.sleep(0.2)
