@@ -37,8 +37,9 @@ from treegraft_lab.training.distill import (
     replay_policy,
     student_net,
     throughput,
+    train_pipeline,
 )
-from treegraft_lab.training.value import Scaler, group_folds, input_names, student_inputs
+from treegraft_lab.training.value import Scaler, group_folds, input_names, student_inputs, targets
 from treegraft_lab.tree import SMALL, DraftTree
 
 L5, L25 = math.log(0.5), math.log(0.25)
@@ -219,17 +220,39 @@ def test_margin_labels_on_a_toy_value_function_with_known_optimum():
     assert y[x1 & (st["prefix"] == "11")][0] == pytest.approx(7 / 19 - 4 / 16)  # the last step is worth 3
 
 
-def test_replay_margins_read_the_best_realised_future_of_each_choice():
-    D = 3
+def toy_replays(D: int = 3) -> pd.DataFrame:
+    """Every schedule of two round starts, its outcome set by toy_eta (t = 10 + 3 calls)."""
     rows = []
-    for x in (0.0, 1.0):  # every schedule of two round starts, its outcome set by toy_eta (t = 10 + 3 calls)
+    for x in (0.0, 1.0):
         for bits in itertools.product((0, 1), repeat=D):
             a, t = toy_eta(x, bits) * (10 + 3 * sum(bits)), 10 + 3 * sum(bits)
             for k in range(1, D + 1):
                 rows.append({"state": f"x{x}", "k": k, "prefix": "".join(map(str, bits[: k - 1])), "D": D,
                              "schedule": "".join(map(str, bits)), "accepted": a - 1, "t_draft_ms": t - 9.0,
                              "t_verify_ms": 9.0, **{f"s{j + 1}": b for j, b in enumerate(bits)}})
-    df = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def test_the_relative_a_head_regresses_tokens_over_the_round_starts_all_small_tokens():
+    df = toy_replays()
+    y = targets(df, "relative")[:, 0]
+    a = df["accepted"].to_numpy() + 1.0
+    a0 = df["state"].map({"x0.0": 1.0, "x1.0": 1.0}).to_numpy()  # toy_eta: all-small emits one token
+    assert y == pytest.approx(np.log(a / a0))
+    assert (y[df["schedule"] == "000"] == 0).all() and y.max() > 0  # mid calls help the x = 1 start
+    assert targets(df, "log")[:, 0] == pytest.approx(np.log(a)) and targets(df)[:, 0] == pytest.approx(a)
+    with pytest.raises(TreeGraftError, match="all-small replay"):
+        targets(df[~((df["state"] == "x1.0") & (df["schedule"] == "000"))], "relative")
+
+
+def test_an_unknown_a_head_is_refused_before_training():
+    with pytest.raises(TreeGraftError, match="a_head 'exp'"):
+        train_pipeline(toy_replays(), None, "tiny", a_head="exp")
+
+
+def test_replay_margins_read_the_best_realised_future_of_each_choice():
+    D = 3
+    df = toy_replays(D)
     st = canonical_states(df)
     y = replay_margins(df, st, D)
     for (_, r), yi in zip(st.iterrows(), y):

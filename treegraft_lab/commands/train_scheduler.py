@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--student-steps", type=int, default=4000)
     parser.add_argument("--rank-steps", type=int, default=1200)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
-    parser.add_argument("--a-head", default="linear", choices=("linear", "log"),
-                        help="what f_theta's A head regresses: A (the paper's) or log A (default: %(default)s)")
+    parser.add_argument("--a-head", default="linear", choices=("linear", "log", "relative"),
+                        help="what f_theta's A head regresses: A (the paper's), log A, or log A over the round "
+                             "start's all-small A (default: %(default)s)")
     parser.add_argument("--teacher", default="value", choices=("value", "replay"),
                         help="where the student's margin labels come from: f_theta (the paper's) or each round "
                              "start's own replayed schedules (default: %(default)s)")

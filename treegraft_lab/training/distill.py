@@ -257,8 +257,10 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     prof: the DeviceProfile the rows are priced with; decode: the collection's DecodeConfig
     settings (the scheduler's T_tgt / T_mid inputs depend on them). family: profiles to price the
     rows on instead of scalings of `prof` (one scheduler for all of them; `value.augment_costs`).
-    a_head: "linear" (f_theta regresses A, the paper's) or "log" (it regresses log A: a copying
-    round's 17 tokens no longer outweigh the one-token rounds where a mid call pays).
+    a_head: "linear" (f_theta regresses A, the paper's), "log" (it regresses log A: a copying
+    round's 17 tokens no longer outweigh the one-token rounds where a mid call pays) or
+    "relative" (log A over the round start's all-small A: only what the schedule changes is
+    regressed, and the margins become shares of that A).
     teacher: "value" (margins from f_theta, the paper's) or "replay" (`replay_margins`: each
     state's margin read from its own round start's replayed schedules; f_theta is still fitted
     and scored).
@@ -267,10 +269,17 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     """
     from treegraft_lab.schedule.signals import SIGNALS
     from treegraft_lab.training.grouped_cv import group_folds
-    from treegraft_lab.training.value import augment_costs, fit_mlp, rank_signals, targets
+    from treegraft_lab.training.value import (
+        A_HEADS,
+        allsmall_tokens,
+        augment_costs,
+        fit_mlp,
+        rank_signals,
+        targets,
+    )
 
-    if a_head not in ("linear", "log"):  # before the minutes of signal ranking
-        raise TreeGraftError(f"a_head {a_head!r}: use linear or log")
+    if a_head not in A_HEADS:  # before the minutes of signal ranking
+        raise TreeGraftError(f"a_head {a_head!r}: use one of {', '.join(A_HEADS)}")
     if teacher not in ("value", "replay"):
         raise TreeGraftError(f"teacher {teacher!r}: use value or replay")
     D = int(df["D"].iloc[0])
@@ -282,9 +291,9 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     dfa = augment_costs(df, prof, copies=8 if family else 4, seed=seed, decode=decode, family=family)
     fold = group_folds(dfa["qid"], folds, seed)
     groups = dfa["qid"].to_numpy()
-    log_a = a_head == "log"
-    X, Y = value_inputs(dfa, chosen, D), targets(dfa, log_a)
+    X, Y = value_inputs(dfa, chosen, D), targets(dfa, a_head)
     A = dfa["accepted"].to_numpy(float) + 1.0
+    a_unit = allsmall_tokens(dfa) if a_head == "relative" else 1.0  # A_hat's unit in tokens
     pred = np.zeros_like(Y)
     a_pred = np.zeros(len(dfa))
     eta_true = A / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
@@ -292,10 +301,11 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     st_scores, fitted, scales = [], [], []
     for f in range(folds):
         tr, te = fold != f, fold == f
-        val = fit_mlp(X[tr], Y[tr], groups[tr], steps=value_steps, seed=seed, log_a=log_a)
+        val = fit_mlp(X[tr], Y[tr], groups[tr], steps=value_steps, seed=seed, a_head=a_head)
         pred[te] = val.predict(X[te])
-        a_pred[te] = val.tokens(X[te], pred[te])
-        eta_pred[te] = val.eta(X[te], pred[te])
+        unit = a_unit if np.isscalar(a_unit) else a_unit[te]
+        a_pred[te] = val.tokens(X[te], pred[te]) * unit
+        eta_pred[te] = val.eta(X[te], pred[te]) * unit
         st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
         if teacher == "replay":
             y_tr, y_te = replay_margins(dfa[tr], st_tr, D), replay_margins(dfa[te], st_te, D)
@@ -313,14 +323,16 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     else:
         tau, offsets = float(offset), {}
     replays = [replay_policy(held, student_decider(stu, chosen, D, tau), D) for stu, held in fitted]
-    r2s = {"A": r2(A, a_pred), **({"log_A": r2(Y[:, 0], pred[:, 0])} if log_a else {}), "log_t_draft": r2(Y[:, 1], pred[:, 1]),
+    # the relative head's A needs the round start's all-small A, read from the replays: name it so
+    r2s = {"A_given_allsmall" if a_head == "relative" else "A": r2(A, a_pred),
+           **({f"{a_head}_A": r2(Y[:, 0], pred[:, 0])} if a_head != "linear" else {}), "log_t_draft": r2(Y[:, 1], pred[:, 1]),
            "log_t_verify": r2(Y[:, 2], pred[:, 2]), "eta": r2(eta_true, eta_pred)}
     held_all = apply_costs_like(df, prof, decode)
     chosen_sched = pd.concat(replays, ignore_index=True)
     cmp = compare_policies(held_all, chosen_sched)
     log(f"held-out R^2: {r2s}")
     log(f"modelled tokens/s on held-out prompts (collection costs): {cmp}")
-    val = fit_mlp(X, Y, groups, steps=value_steps, seed=seed, log_a=log_a)
+    val = fit_mlp(X, Y, groups, steps=value_steps, seed=seed, a_head=a_head)
     st_all = canonical_states(dfa)
     y_all = replay_margins(dfa, st_all, D) if teacher == "replay" else margin_labels(val.eta, st_all, chosen, D)
     x_all = student_inputs(st_all, chosen, D)

@@ -32,6 +32,7 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from treegraft_lab.costs import DeviceProfile
+from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.training.collect import apply_costs
 from treegraft_lab.training.grouped_cv import group_folds, r2
 
@@ -71,10 +72,27 @@ def value_inputs(df: pd.DataFrame, signals: Sequence[str], D: int) -> np.ndarray
     return np.concatenate([student_inputs(df, signals, D), a, fut], axis=1).astype(np.float32)
 
 
-def targets(df: pd.DataFrame, log_a: bool = False) -> np.ndarray:
-    """[n, 3]: A (accepted + bonus; with `log_a` its log), log t_D, log t_V."""
+A_HEADS = ("linear", "log", "relative")
+
+
+def allsmall_tokens(df: pd.DataFrame) -> np.ndarray:
+    """Per row: A of its round start's all-small schedule (the replay of 0...0), the reference of
+    the relative A head."""
+    D = int(df["D"].iloc[0])
+    a0 = df.loc[df["schedule"] == "0" * D].groupby("state")["accepted"].first() + 1.0
+    missing = set(df["state"]) - set(a0.index)
+    if missing:
+        raise TreeGraftError(f"{len(missing)} round starts lack the all-small replay the relative A head needs")
+    return df["state"].map(a0).to_numpy(float)
+
+
+def targets(df: pd.DataFrame, a_head: str = "linear") -> np.ndarray:
+    """[n, 3]: A (accepted + bonus) as the A head regresses it, log t_D, log t_V. `a_head`: "linear"
+    A itself; "log" log A; "relative" log(A / A of the round start's all-small schedule): the
+    round start's own level cancels, so the head spends itself on what a schedule changes."""
     a = df["accepted"].to_numpy(float) + 1.0
-    return np.stack([np.log(a) if log_a else a, np.log(df["t_draft_ms"].to_numpy(float)),
+    head = {"linear": lambda: a, "log": lambda: np.log(a), "relative": lambda: np.log(a / allsmall_tokens(df))}
+    return np.stack([head[a_head](), np.log(df["t_draft_ms"].to_numpy(float)),
                      np.log(df["t_verify_ms"].to_numpy(float))], axis=1).astype(np.float32)
 
 
@@ -132,7 +150,7 @@ class FittedValue:
     net: ValueNet
     xs: Scaler
     ys: Scaler
-    log_a: bool = False  # the A head predicts log A (`targets(..., log_a=True)`)
+    a_head: str = "linear"  # what the A head predicts (`targets`)
 
     @torch.inference_mode()
     def predict(self, x: np.ndarray, batch: int = 65536) -> np.ndarray:
@@ -141,19 +159,21 @@ class FittedValue:
         return np.concatenate(out) * self.ys.std + self.ys.mean
 
     def tokens(self, x: np.ndarray, p: np.ndarray | None = None) -> np.ndarray:
-        """A_hat in tokens (the log head's prediction exponentiated)."""
+        """A_hat in tokens (the log head's prediction exponentiated); with the relative head, in
+        units of the round start's all-small A."""
         p = self.predict(x) if p is None else p
-        return np.exp(p[:, 0]) if self.log_a else np.maximum(p[:, 0], 0.0)
+        return np.maximum(p[:, 0], 0.0) if self.a_head == "linear" else np.exp(p[:, 0])
 
     def eta(self, x: np.ndarray, p: np.ndarray | None = None) -> np.ndarray:
-        """eta_hat = A_hat / (t_D_hat + t_V_hat), tokens per ms (`p`: `predict(x)` if already made)."""
+        """eta_hat = A_hat / (t_D_hat + t_V_hat), tokens per ms (`p`: `predict(x)` if already made;
+        relative head: per all-small token, so margins are shares of the round start's all-small A)."""
         p = self.predict(x) if p is None else p
         return self.tokens(x, p) / (np.exp(p[:, 1]) + np.exp(p[:, 2]))
 
 
 def fit_mlp(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, hidden: int = 64, steps: int = 3000,
             batch: int = 1024, lr: float = 2e-3, weight_decay: float = 1e-4, seed: int = 0,
-            val_share: float = 0.15, eval_every: int = 100, log_a: bool = False) -> FittedValue:
+            val_share: float = 0.15, eval_every: int = 100, a_head: str = "linear") -> FittedValue:
     """AdamW on MSE of z-scored targets, cosine decay. With `groups`, early stopping: a share of
     the groups (prompts) is held out and the weights with the best held-out loss are kept, so
     the model cannot profit from recognising prompts (prompt length is an input)."""
@@ -185,7 +205,7 @@ def fit_mlp(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, hidd
                 best, best_state = v, {k: t.clone() for k, t in net.state_dict().items()}
     if best_state is not None:
         net.load_state_dict(best_state)
-    return FittedValue(net.eval(), xs, ys, log_a)
+    return FittedValue(net.eval(), xs, ys, a_head)
 
 
 def cv_r2(x: np.ndarray, y: np.ndarray, folds: np.ndarray, groups: np.ndarray | None = None,
