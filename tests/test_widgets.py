@@ -235,6 +235,9 @@ def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny, tmp_pa
     drawn = sum(len(t.x) for t in markers) / len(planes)
     assert drawn == ((seen["step"] == 3) & ~first).sum()  # the unasked first round is not drawn as a decision
     assert "first-round step(s) left out" in fig.layout.title.text
+    only_first, _ = boundary_figure(policy, seen[first], 3, planes)  # a one-round run: nothing was asked
+    assert "no step-3 decision was asked" in only_first.layout.title.text
+    assert "left out" not in only_first.layout.title.text
 
 
 def test_a_round_change_arriving_while_the_viewer_redraws_is_drawn_not_dropped():

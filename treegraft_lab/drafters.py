@@ -284,15 +284,8 @@ class ModelDrafter:
         tree_before = sorted(self.slot)
         allnodes = tree_before + nodes
         anc = tree.ancestor_matrix(allnodes)
-        q = len(pend) + len(nodes)
-        allowed = torch.zeros(q, past + q, dtype=torch.bool)
-        ctx = self.cached + len(self.pending)  # columns of committed tokens
-        allowed[:, : self.cached] = True
-        if pend:
-            allowed[: len(pend), past : past + len(pend)] = torch.ones(len(pend), len(pend), dtype=torch.bool).tril()
-            allowed[len(pend) :, past : past + len(pend)] = True
-        else:
-            allowed[:, self.cached : ctx] = True
+        # committed columns: the cache's first `cached` (+ the pending, once flushed), then this call's pending
+        allowed = kv.context_mask(self.cached + (len(self.pending) if self.flushed else 0), len(pend), past, len(nodes))
         # tree columns: previously forwarded nodes sit at their slots, new ones after `past + pend`
         cols = torch.tensor([self.slot[v] for v in tree_before] + [past + len(pend) + i for i in range(len(nodes))], dtype=torch.long)
         allowed[len(pend) :, cols] = anc[len(tree_before) :]

@@ -114,6 +114,20 @@ def prefill(model, cache: DynamicCache, ids: list[int]) -> None:
         model(input_ids=x, use_cache=True, logits_to_keep=1, **{_cache_kw(type(model)): cache})
 
 
+def context_mask(seen: int, pending: int, past: int, rows: int) -> torch.Tensor:
+    """The committed-context part of a tree forward's mask: [pending + rows, past + pending + rows]
+    bool, where `pending` committed tokens that were never forwarded ride in front of `rows` tree
+    nodes. Every row sees the first `seen` cached columns; the pending rows see each other
+    causally (at columns past..past + pending); the tree rows see all of them. Columns of tree
+    nodes (cached ones between `seen` and `past`, new ones after the pending) are left False for
+    the caller to fill with the tree's ancestry."""
+    allowed = torch.zeros(pending + rows, past + pending + rows, dtype=torch.bool)
+    allowed[:, :seen] = True
+    allowed[:pending, past : past + pending] = torch.ones(pending, pending, dtype=torch.bool).tril()
+    allowed[pending:, past : past + pending] = True
+    return allowed
+
+
 @torch.inference_mode()
 def masked_forward(model, cache: DynamicCache, tokens: list[int], positions: torch.Tensor, allowed: torch.Tensor,
                    head=None, keep_last: int | None = None) -> torch.Tensor:

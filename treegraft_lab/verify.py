@@ -81,10 +81,7 @@ class TargetVerifier:
         """One forward of the kept nodes (root first), behind any pending prompt tokens: logits
         [len(kept), vocab], model dtype."""
         n, p, c = len(kept), len(self.pending), self.cached
-        allowed = torch.ones(p + n, c + p + n, dtype=torch.bool)
-        if p:
-            allowed[:p, c:] = False
-            allowed[:p, c : c + p] = torch.ones(p, p, dtype=torch.bool).tril()
+        allowed = kv.context_mask(c, p, c, n)
         allowed[p:, c + p :] = tree.ancestor_matrix(kept)
         positions = torch.tensor([*range(c, c + p), *(c + p + tree.depth[v] for v in kept)])
         logits = kv.masked_forward(self.model, self.cache, [*self.pending, *(tree.tokens[v] for v in kept)], positions,

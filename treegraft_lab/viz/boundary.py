@@ -85,7 +85,8 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
     """A 2 x 2 grid of g_psi planes at the recorded medians of `step`, the g = 0 contour, and the
     recorded decisions of that step. Returns the figure and one note per plane where g keeps one sign.
     Steps the decoder did not ask the scheduler about (a generation's first round) are left out of
-    the medians and the markers; the title says how many."""
+    the medians and the markers; the title says how many. A run with no asked step at `step` (one
+    round only) falls back to its unasked steps, and the title says so."""
     art = policy.artifact
     asked = inputs[inputs["recorded g"].notna()]
     left = int((inputs["step"] == step).sum() - (asked["step"] == step).sum())
@@ -98,7 +99,10 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
                         vertical_spacing=0.17)
     notes = []
     out = (f"<br><sup>{left} first-round step(s) left out: the scheduler is not asked there</sup>"
-           if left and inputs is asked else "")
+           if left and inputs is asked else
+           f"<br><sup>no step-{step} decision was asked in this run (first round only): medians and markers are "
+           "of unasked steps, whose recorded choice is the decoder's, not the scheduler's</sup>"
+           if inputs is not asked else "")
     for i, (sx, sy, xs, ys, z) in enumerate(grids):
         r, c = i // 2 + 1, i % 2 + 1
         fig.add_trace(go.Heatmap(x=xs, y=ys, z=z, colorscale=SCALE, zmid=0, zmin=-lim, zmax=lim, showscale=i == 0,
