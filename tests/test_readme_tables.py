@@ -1,0 +1,89 @@
+"""The README's per-category result tables hold the numbers of the files they cite.
+
+Those tables are written by hand from a benchmark's summary or a script's JSON; these tests
+re-read the files and fail when a table and its file disagree (a rerun that was not copied over,
+or a typo)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from treegraft_lab.paths import DATA_DIR, REPO_DIR
+
+CATEGORIES = ("code", "math", "multi_turn", "qa", "rewrite", "summarization")
+
+
+def readme_table(header: str) -> list[list[str]]:
+    """The body rows (cells stripped) of the README table whose header line is `header`."""
+    lines = (REPO_DIR / "README.md").read_text().splitlines()
+    hits = [i for i, line in enumerate(lines) if line.strip() == header]
+    assert len(hits) == 1, f"expected one README table headed {header!r}, found {len(hits)}"
+    rows = []
+    for line in lines[hits[0] + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def number(cell: str) -> float:
+    return float(cell.replace("*", "").rstrip("x"))
+
+
+def bench_cells(folder: str, clock: str, methods: list[str]) -> dict[str, list[float]]:
+    """Per category (and overall): the methods' speedups on `clock` from a benchmark's summary."""
+    d = pd.read_parquet(DATA_DIR / "bench" / folder / "summary.parquet")
+    table = d[d["clock"] == clock].pivot_table(index="category", columns="method", values="speedup")
+    return {cat: [float(table.loc[cat, m]) for m in methods] for cat in (*CATEGORIES, "overall")}
+
+
+@pytest.mark.parametrize("header, folder, clock, columns", [
+    ("| category | all-small | adaptive | HF prompt lookup | all-small / prompt lookup | suffix | Token Recycling |",
+     "smollm2-pocket-wall-peers", "wall", ["small", "adaptive", "hf-pld", "small/hf-pld", "suffix", "recycling"]),
+    ("| category | all-small | adaptive | HF prompt lookup | all-small / HF prompt lookup |",
+     "smollm2-pocket-a100-lookup", "a100-paper", ["small", "adaptive", "hf-pld", "small/hf-pld"]),
+])
+def test_the_readme_per_category_bench_tables_match_their_results(header, folder, clock, columns):
+    plain = [c for c in columns if "/" not in c]
+    want = bench_cells(folder, clock, plain)
+    rows = readme_table(header)
+    assert [r[0] for r in rows] == [*CATEGORIES, "overall"]
+    for row in rows:
+        got = dict(zip(plain, want[row[0]]))
+        for cell, col in zip(row[1:], columns):
+            a, _, b = col.partition("/")
+            value = got[a] / got[b] if b else got[a]
+            assert number(cell) == pytest.approx(value, abs=0.006), f"{folder} {row[0]} {col}: README {cell}, file {value:.3f}"
+
+
+def test_the_readme_small_drafter_table_matches_its_json():
+    doc = json.loads((DATA_DIR / "growth" / "small-ab-wall.json").read_text())
+    by_method = {r["method"]: r for r in doc["rows"]}
+    header = ("| small drafter | speedup over plain | / prompt lookup | worst category / prompt lookup | code | math "
+              "| multi_turn | qa | rewrite | summarization |")
+    rows = readme_table(header)
+    assert len(rows) >= 3
+    # README names, in the JSON's order after plain decoding
+    methods = [r["method"] for r in doc["rows"] if r["method"] != "plain decoding"]
+    assert len(rows) == len(methods)
+    for row, method in zip(rows, methods):
+        r = by_method[method]
+        want = [r["speedup"], r["over_prompt_lookup"], r["worst_category_over_prompt_lookup"],
+                *(r["per_category"][c] for c in CATEGORIES)]
+        for cell, value in zip(row[1:], want):
+            assert number(cell) == pytest.approx(value, abs=0.006), f"{row[0]} ({method}): README {cell}, file {value:.3f}"
+
+
+def test_every_row_of_the_readme_modelled_small_drafter_table_is_in_its_json():
+    doc = json.loads((DATA_DIR / "growth" / "small-a100-paper-topk.json").read_text())
+    cols = (*CATEGORIES, "overall")
+    entries = {name: [v[c] for c in cols] for name, v in doc["speedup"].items()}
+    rows = readme_table("| small drafter, growth | code | math | multi_turn | qa | rewrite | summarization | overall |")
+    assert len(rows) >= 3
+    for row in rows:
+        cells = [number(c) for c in row[1:]]
+        found = [n for n, vals in entries.items() if all(abs(a - b) <= 0.006 for a, b in zip(cells, vals))]
+        assert found, f"README row {row[0]!r} {cells} matches no entry of small-a100-paper-topk.json"
