@@ -108,3 +108,16 @@ def test_a_switching_rule_is_decoded_on_the_map_like_an_artifact(replays):
         gen = TreeGraftDecoder(pair, replace(cfg, schedule="small", clock=prof)).generate(PROMPT, max_new_tokens=12)
         row = runs[(runs.schedule == "never") & (runs.ratio == ratio)].iloc[0]
         assert row["ms"] == pytest.approx(gen.stats["modelled_ms"], rel=1e-9)
+
+
+def test_fixed_schedules_are_decoded_on_the_map_and_equal_their_replays(replays):
+    pair, cfg, df = replays
+    profiles = regime.ratio_profiles(STEEP, [0.3])
+    runs = regime.decode(pair, [{"question_id": "q", "category": "code", "turns": [PROMPT]}], cfg, profiles,
+                         {"all-small": "small", "10101": "10101"}, max_new=12, progress=False)
+    (rep,) = regime.split(df, cfg.depth)
+    priced = regime.price([rep], profiles[0][1], ["all-small", "10101"]).set_index("schedule")
+    for name in ("all-small", "10101"):
+        row = runs[runs.schedule == name].iloc[0]
+        assert row["ms"] == pytest.approx(priced.loc[name, "ms"], rel=1e-9) and row["tokens"] == priced.loc[name, "tokens"]
+    assert runs.set_index("schedule").loc["10101", "mid_calls"] > 0 == runs.set_index("schedule").loc["all-small", "mid_calls"]

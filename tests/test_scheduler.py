@@ -245,9 +245,11 @@ def test_the_relative_a_head_regresses_tokens_over_the_round_starts_all_small_to
         targets(df[~((df["state"] == "x1.0") & (df["schedule"] == "000"))], "relative")
 
 
-def test_an_unknown_a_head_is_refused_before_training():
+def test_an_unknown_a_head_or_no_cost_copy_is_refused_before_training():
     with pytest.raises(TreeGraftError, match="a_head 'exp'"):
         train_pipeline(toy_replays(), None, "tiny", a_head="exp")
+    with pytest.raises(TreeGraftError, match="cost_copies 0"):
+        train_pipeline(toy_replays(), None, "tiny", cost_copies=0)
 
 
 def test_replay_margins_read_the_best_realised_future_of_each_choice():

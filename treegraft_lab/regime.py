@@ -251,8 +251,9 @@ def log_ratios(lo: float = 0.02, hi: float = 1.0, n: int = 12) -> list[float]:
 
 def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple[float, DeviceProfile]],
            schedulers: dict[str, str | Path], max_new: int = 64, progress: bool = True) -> pd.DataFrame:
-    """Real decodes with scheduler artifacts (name -> folder) or switching rules (name -> a rule
-    schedule with its value, "rule:match=2") at each (ratio, profile), on the modelled clock: one
+    """Real decodes with scheduler artifacts (name -> folder), switching rules (name -> a rule
+    schedule with its value, "rule:match=2") or fixed schedules ("small", "mid", a mask) at each
+    (ratio, profile), on the modelled clock: one
     row per (prompt, ratio, scheduler) as `price` has them. A family artifact takes the profile's
     T_tgt / T_mid; any other artifact is run as it is on every profile (what a single-profile
     scheduler does off its own device); a rule decides the same way on every profile."""
@@ -260,7 +261,11 @@ def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple
     from treegraft_lab.schedule import artifact as art_io
     from treegraft_lab.schedule.adaptive import AdaptivePolicy
 
-    arts = {name: str(spec) if str(spec).startswith("rule:") else art_io.load(spec) for name, spec in schedulers.items()}
+    def fixed(spec) -> bool:  # a schedule the decoder knows by name: small, mid, a mask, a rule
+        s = str(spec)
+        return s.startswith("rule:") or s in ("small", "mid") or (bool(s) and set(s) <= {"0", "1"})
+
+    arts = {name: str(spec) if fixed(spec) else art_io.load(spec) for name, spec in schedulers.items()}
     rows = []
     bar = tqdm(total=len(prompts) * len(profiles) * len(arts), desc="decode", mininterval=10, disable=not progress)
     for ratio, prof in profiles:

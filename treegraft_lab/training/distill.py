@@ -248,7 +248,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
                    folds: int = 5, seed: int = 0, value_steps: int = 3000, student_steps: int = 4000,
                    rank_steps: int = 1200, offset: float | str = "auto", log: Callable[[str], None] = print,
                    decode: dict | None = None, family: Sequence | None = None, a_head: str = "linear",
-                   teacher: str = "value") -> tuple:
+                   teacher: str = "value", cost_copies: int | None = None) -> tuple:
     """Rank signals, fit f_theta, label margins, fit g_psi; cross-validated scores, then final fits.
 
     offset: the margin offset tau subtracted from the labels of the final student (so that online
@@ -263,7 +263,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     regressed, and the margins become shares of that A).
     teacher: "value" (margins from f_theta, the paper's) or "replay" (`replay_margins`: each
     state's margin read from its own round start's replayed schedules; f_theta is still fitted
-    and scored).
+    and scored). cost_copies: profiles each round start is priced on (default 8 of a family, 4
+    scalings of one profile; capped at the grid's size).
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
@@ -282,13 +283,16 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         raise TreeGraftError(f"a_head {a_head!r}: use one of {', '.join(A_HEADS)}")
     if teacher not in ("value", "replay"):
         raise TreeGraftError(f"teacher {teacher!r}: use value or replay")
+    if cost_copies is not None and cost_copies < 1:
+        raise TreeGraftError(f"cost_copies {cost_copies}: price each round start on at least 1 profile")
     D = int(df["D"].iloc[0])
     log(f"ranking {len(SIGNALS)} signals by {folds}-fold grouped CV on {df['qid'].nunique()} prompts, {len(df)} rows")
     table = rank_signals(df, SIGNALS, D, folds, seed, steps=rank_steps)
     chosen = list(signals) if signals else list(table["signal"][:n_signals])
     log(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
     log(f"chosen: {chosen}")
-    dfa = augment_costs(df, prof, copies=8 if family else 4, seed=seed, decode=decode, family=family)
+    copies = cost_copies if cost_copies is not None else 8 if family else 4
+    dfa = augment_costs(df, prof, copies=copies, seed=seed, decode=decode, family=family)
     fold = group_folds(dfa["qid"], folds, seed)
     groups = dfa["qid"].to_numpy()
     X, Y = value_inputs(dfa, chosen, D), targets(dfa, a_head)
