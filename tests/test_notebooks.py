@@ -127,3 +127,32 @@ def test_notebook_runs_with_smoke(name, smoke_env):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert not content_problems(nb), content_problems(nb)
+
+
+@pytest.mark.slow
+def test_the_regime_notebook_at_full_size_tables_every_ratio_the_family_was_decoded_at():
+    """Notebook 08 reads only stored data, so it runs at full size here: its headline table keeps
+    every ratio the family scheduler was decoded at, and a scheduler decoded at fewer is named
+    beside it instead of leaving NaN cells."""
+    from treegraft_lab import regime
+
+    saved = os.environ.get("SMOKE")
+    os.environ["SMOKE"] = "0"
+    try:
+        nb = nbformat.read(NB_DIR / "08_where_when_matters.ipynb", as_version=4)
+        NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                       resources={"metadata": {"path": str(NB_DIR)}}).execute()
+    finally:
+        if saved is None:
+            os.environ.pop("SMOKE", None)
+        else:
+            os.environ["SMOKE"] = saved
+    assert not content_problems(nb), content_problems(nb)
+    runs = regime.load_decodes(NB_DIR.parent / "data" / "regime" / "smollm2-pocket-lookup-topk", "a100-paper")
+    family = sorted(runs.loc[runs["schedule"] == "adaptive-family", "ratio"].unique())
+    (cell,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "family / best endpoint" in c.source]
+    html = next(o["data"]["text/html"] for o in cell.outputs if o.output_type == "execute_result")
+    body = html[html.index("<tbody>"):html.index("</tbody>")]
+    assert len(family) >= 6 and body.count("<tr>") == len(family)
+    notes = " ".join(o["data"].get("text/markdown", "") for o in cell.outputs if o.output_type == "display_data")
+    assert "adaptive-single, decoded at 0.6 only" in notes
