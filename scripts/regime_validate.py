@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 from treegraft_lab import costs, regime
-from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.models import cpu_name, load_pair
 from treegraft_lab.prompts import load_prompts
 
@@ -40,24 +39,21 @@ def main() -> int:
     qs = [q for q in load_prompts("treegraft-suite", split="train")
           if args.lo <= int(str(q["question_id"]).rsplit("-", 1)[1]) <= args.hi]
     pair = load_pair("smollm2-pocket", dtype="float32")
-    cfg = DecodeConfig(depth=5, width=10, budget=63, prune="topk", **GROWTHS["lookup"])
+    cfg = regime.map_config("lookup")
     profs = regime.ratio_profiles(costs.load("a100-paper"), [args.ratio])
     specs = {"all-small": "small", **dict(s.split("=", 1) for s in args.scheduler)}
     df = regime.decode(pair, qs, cfg, profs, specs)
     w = df.pivot_table(index="qid", columns="schedule", values="speedup")
-    ms = df.pivot_table(index="qid", columns="schedule", values="ms")
+    summ = regime.summary(df).set_index("schedule")  # mean over prompts, pooled, calls a round: the map's measures
     out = {"cpu": cpu_name(), "start": start.isoformat(timespec="seconds"),
            "end": datetime.datetime.now().isoformat(timespec="seconds"), "ratio": args.ratio, "prompts": len(qs),
            "first_last": [args.lo, args.hi], "schedulers": specs, "results": {}}
     print(f"{len(qs)} train prompts ({args.lo}..{args.hi} of each category), ratio {args.ratio}; over all-small:")
-    for name in specs:
-        if name == "all-small":
-            continue
-        sub = df[df["schedule"] == name]
-        r = {"mean": float(w[name].mean() / w["all-small"].mean()),
-             "pooled": float(ms["all-small"].sum() / ms[name].sum()),
+    for name in [n for n in specs if n != "all-small"]:
+        r = {"mean": float(summ.loc[name, "speedup"] / summ.loc["all-small", "speedup"]),
+             "pooled": float(summ.loc[name, "speedup_pooled"] / summ.loc["all-small", "speedup_pooled"]),
              "geomean": float(np.exp(np.log(w[name] / w["all-small"]).mean())),
-             "calls_per_round": float(sub["mid_calls"].sum() / sub["rounds"].sum()),
+             "calls_per_round": float(summ.loc[name, "mid_calls_per_round"]),
              "per_prompt": (w[name] / w["all-small"]).round(4).to_dict()}
         out["results"][name] = r
         print(f"  {name}: mean {r['mean']:.3f}  pooled {r['pooled']:.3f}  per-prompt geomean {r['geomean']:.3f}  "

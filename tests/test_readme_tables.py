@@ -87,3 +87,22 @@ def test_every_row_of_the_readme_modelled_small_drafter_table_is_in_its_json():
         cells = [number(c) for c in row[1:]]
         found = [n for n, vals in entries.items() if all(abs(a - b) <= 0.006 for a, b in zip(cells, vals))]
         assert found, f"README row {row[0]!r} {cells} matches no entry of small-a100-paper-topk.json"
+
+
+def test_the_readme_column_beside_the_papers_pairs_holds_the_regime_maps_numbers_at_0_6():
+    from treegraft_lab import costs, regime
+
+    df, _ = regime.load(DATA_DIR / "regime" / "smollm2-pocket-lookup-topk")
+    reps = regime.split(df, 5)
+    m = regime.regime_map(reps, costs.load("a100-paper"), [0.6], ["all-small", "all-mid", "oracle"]).set_index("schedule")
+    runs = regime.load_decodes(DATA_DIR / "regime" / "smollm2-pocket-lookup-topk", "a100-paper")
+    dec = regime.summary(runs[runs["ratio"] == 0.6]).set_index("schedule")
+    header = ("| speedup over plain decoding | Qwen3-32B / 1.7B (paper, n = 480) | LLaMA-70B / 1B (paper, n = 480) "
+              "| ours, extra: SmolLM2-135M / pocket, modelled (n = 12) |")
+    rows = {r[0]: r[3] for r in readme_table(header)}
+    assert len(reps) == 12
+    for name in ("all-small", "all-mid", "oracle"):
+        assert number(rows[name]) == pytest.approx(m.loc[name, "speedup"], abs=0.006)
+    family, single = (number(c.split()[0]) for c in rows["TreeGraft (adaptive)"].split(","))
+    assert family == pytest.approx(dec.loc["adaptive-family", "speedup"], abs=0.006)
+    assert single == pytest.approx(dec.loc["adaptive-single", "speedup"], abs=0.006)

@@ -10,6 +10,7 @@ from treegraft_lab import costs, regime
 from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.costs import SKIPPED, DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.tiny import noisy_pair
 
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6]
@@ -121,3 +122,5 @@ def test_fixed_schedules_are_decoded_on_the_map_and_equal_their_replays(replays)
         row = runs[runs.schedule == name].iloc[0]
         assert row["ms"] == pytest.approx(priced.loc[name, "ms"], rel=1e-9) and row["tokens"] == priced.loc[name, "tokens"]
     assert runs.set_index("schedule").loc["10101", "mid_calls"] > 0 == runs.set_index("schedule").loc["all-small", "mid_calls"]
+    with pytest.raises(TreeGraftError, match="neither a scheduler folder nor a schedule"):
+        regime.decode(pair, [], cfg, profiles, {"typo": "data/scheduler/no-such-folder"}, progress=False)

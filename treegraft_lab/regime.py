@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, parse_mask
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.replay import DEEPEST, leaf_ms
@@ -245,6 +245,13 @@ def ratio_profiles(base: DeviceProfile, ratios: list[float]) -> list[tuple[float
     return [(r, replace(base.scaled(mid=r * t_tgt / t_mid), name=f"{base.name}@{r:g}")) for r in ratios]
 
 
+def map_config(growth: str = "lookup", clock: str | DeviceProfile = "wall") -> DecodeConfig:
+    """The regime map's decoding settings: D = 5, W = 10, top-k pruning at B_ver 63, `growth`."""
+    from treegraft_lab.config import GROWTHS
+
+    return DecodeConfig(depth=5, width=10, budget=63, prune="topk", clock=clock, **GROWTHS[growth])
+
+
 def log_ratios(lo: float = 0.02, hi: float = 1.0, n: int = 12) -> list[float]:
     return [float(f"{x:.3g}") for x in np.geomspace(lo, hi, n)]
 
@@ -261,11 +268,16 @@ def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple
     from treegraft_lab.schedule import artifact as art_io
     from treegraft_lab.schedule.adaptive import AdaptivePolicy
 
-    def fixed(spec) -> bool:  # a schedule the decoder knows by name: small, mid, a mask, a rule
-        s = str(spec)
-        return s.startswith("rule:") or s in ("small", "mid") or (bool(s) and set(s) <= {"0", "1"})
+    def resolve(name: str, spec):  # an artifact folder, or a schedule the decoder knows (validated as it does)
+        if Path(spec).is_dir():
+            return art_io.load(spec)
+        try:
+            parse_mask(str(spec), config.depth)
+        except TreeGraftError as e:
+            raise TreeGraftError(f"{name}={spec}: neither a scheduler folder nor a schedule ({e})") from None
+        return str(spec)
 
-    arts = {name: str(spec) if fixed(spec) else art_io.load(spec) for name, spec in schedulers.items()}
+    arts = {name: resolve(name, spec) for name, spec in schedulers.items()}
     rows = []
     bar = tqdm(total=len(prompts) * len(profiles) * len(arts), desc="decode", mininterval=10, disable=not progress)
     for ratio, prof in profiles:

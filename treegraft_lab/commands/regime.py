@@ -73,12 +73,11 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from treegraft_lab import costs, regime
-    from treegraft_lab.config import GROWTHS, DecodeConfig
 
     ratios = _ratios(args.ratios)
     folder = args.replays or DATA_DIR / "regime" / f"{args.pair.replace('/', '_')}-{args.growth}-topk"
     base = costs.load(args.profile)
-    cfg = DecodeConfig(depth=5, width=10, budget=63, prune="topk", clock=base, **GROWTHS[args.growth])
+    cfg = regime.map_config(args.growth, base)
     if args.collect or args.decode:
         import torch
 

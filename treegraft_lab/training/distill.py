@@ -297,7 +297,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     groups = dfa["qid"].to_numpy()
     X, Y = value_inputs(dfa, chosen, D), targets(dfa, a_head)
     A = dfa["accepted"].to_numpy(float) + 1.0
-    a_unit = allsmall_tokens(dfa) if a_head == "relative" else 1.0  # A_hat's unit in tokens
+    a_unit = allsmall_tokens(dfa) if a_head == "relative" else np.ones(len(dfa))  # A_hat's unit in tokens
     pred = np.zeros_like(Y)
     a_pred = np.zeros(len(dfa))
     eta_true = A / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
@@ -307,9 +307,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         tr, te = fold != f, fold == f
         val = fit_mlp(X[tr], Y[tr], groups[tr], steps=value_steps, seed=seed, a_head=a_head)
         pred[te] = val.predict(X[te])
-        unit = a_unit if np.isscalar(a_unit) else a_unit[te]
-        a_pred[te] = val.tokens(X[te], pred[te]) * unit
-        eta_pred[te] = val.eta(X[te], pred[te]) * unit
+        a_pred[te] = val.tokens(X[te], pred[te]) * a_unit[te]
+        eta_pred[te] = val.eta(X[te], pred[te]) * a_unit[te]
         st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
         if teacher == "replay":
             y_tr, y_te = replay_margins(dfa[tr], st_tr, D), replay_margins(dfa[te], st_te, D)
