@@ -273,7 +273,8 @@ class SmallDrafters:
         self.index = self.ngram.index  # always kept: prompt lookup and the context signals read it
         self.recycling = (recycling or RecyclingDrafter()) if "recycling" in names else None
         self.suffix = SuffixDrafter() if "suffix" in names else None
-        self.parts = [{"ngram": self.ngram, "recycling": self.recycling, "suffix": self.suffix}[n] for n in names]
+        by_name = {"ngram": self.ngram, "recycling": self.recycling, "suffix": self.suffix}
+        self.parts = [by_name[n] for n in sorted(names, key=lambda n: n != "ngram")]  # n-gram first: the gate reads it
 
     def extend(self, tokens: list[int]) -> None:
         """Committed tokens (the prompt, then each round's accepted tokens and bonus)."""
@@ -297,7 +298,7 @@ class SmallDrafters:
         n-gram part, the recycling part drafts only under the frontier nodes where the n-gram
         drafter's longest match is shorter than `recycle_below` tokens (none: length 0)."""
         out: dict[str, list[Proposal]] = {}
-        for d in sorted(self.parts, key=lambda d: d is not self.ngram):  # the n-gram part first: the gate reads it
+        for d in self.parts:
             fr = frontier
             if d is self.recycling and self.recycle_below and "ngram" in out:
                 longest: dict[int, int] = {}
