@@ -22,7 +22,7 @@ browser-deps:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium)
 
 test: setup browser-deps
-	.venv/bin/ruff check treegraft_lab tests scripts
+	.venv/bin/ruff check treegraft_lab tests scripts notebooks
 	$(PY) -m pytest -q -x --durations=15
 	DEVICE=cpu PY=$(PY) OUT=test-artifacts/device-check scripts/device_check.sh
 
@@ -44,7 +44,7 @@ bench-peers-wall: setup
 	$(PY) scripts/peer_tables.py --clock wall
 
 lint: setup
-	.venv/bin/ruff check treegraft_lab tests scripts
+	.venv/bin/ruff check treegraft_lab tests scripts notebooks
 
 prompts: setup
 	$(PY) scripts/build_prompts.py

@@ -127,6 +127,12 @@ def test_notebook_runs_with_smoke(name, smoke_env):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert not content_problems(nb), content_problems(nb)
+    if name.startswith("08"):  # the adaptive scheduler's real decodes are in the smoke run's tables too
+        (paper,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "(paper, n = 480)" in c.source]
+        html = next(o["data"]["text/html"] for o in paper.outputs if o.output_type == "execute_result")
+        row = html[html.index("TreeGraft (adaptive)"):]
+        row = row[:row.index("</tr>")]
+        assert "—" not in row and row.count("x</td>") == 3, row
 
 
 @pytest.mark.slow

@@ -122,5 +122,51 @@ def test_fixed_schedules_are_decoded_on_the_map_and_equal_their_replays(replays)
         row = runs[runs.schedule == name].iloc[0]
         assert row["ms"] == pytest.approx(priced.loc[name, "ms"], rel=1e-9) and row["tokens"] == priced.loc[name, "tokens"]
     assert runs.set_index("schedule").loc["10101", "mid_calls"] > 0 == runs.set_index("schedule").loc["all-small", "mid_calls"]
+    assert runs.set_index("schedule").loc["10101", "schedules"] == priced.loc["10101", "schedules"]  # round by round
     with pytest.raises(TreeGraftError, match="neither a scheduler folder nor a schedule"):
         regime.decode(pair, [], cfg, profiles, {"typo": "data/scheduler/no-such-folder"}, progress=False)
+
+
+def test_step_shares_say_which_draft_steps_call_and_add_up_to_the_calls_per_round(replays):
+    import pandas as pd
+
+    _, cfg, df = replays
+    reps = regime.split(df, cfg.depth)
+    rows = regime.priced(reps, STEEP, [0.1, 1.0], ["all-small", "10101", "oracle"])
+    shares = regime.step_shares(rows).set_index(["ratio", "schedule", "step"])["share"].sort_index()
+    calls = pd.concat([regime.summary(g).assign(ratio=r) for r, g in rows.groupby("ratio")])
+    for _, row in calls.iterrows():
+        assert shares.loc[(row["ratio"], row["schedule"])].sum() == pytest.approx(row["mid_calls_per_round"])
+    assert list(shares.loc[(0.1, "10101")]) == [1.0, 0.0, 1.0, 0.0, 1.0]
+    assert shares.loc[(1.0, "all-small")].sum() == 0.0
+    for rep in reps:  # the oracle's schedules, walked again round by round, are the oracle
+        o = rep.oracle(STEEP)
+        picks = iter(o["schedules"].split())
+        assert rep.walk(STEEP, lambda j, b, p=picks: next(p)) == o
+
+
+def test_the_steps_figure_draws_one_heatmap_per_schedule_with_every_share_printed(replays):
+    from treegraft_lab.viz.regime import steps_figure
+
+    _, cfg, df = replays
+    rows = regime.priced(regime.split(df, cfg.depth), STEEP, [0.1, 0.6, 1.0], ["10101", "oracle"])
+    shares = regime.step_shares(rows)
+    fig = steps_figure(shares, ["oracle", "10101", "not-decoded"], marks={"a100-paper": 0.6})
+    heat = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title().split(":")[0] for ax in heat] == ["oracle", "10101"]
+    for ax, name in zip(heat, ("oracle", "10101")):
+        printed = sorted(float(t.get_text()) for t in ax.texts)
+        assert printed == sorted(round(v, 2) for v in shares[shares.schedule == name]["share"])
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0.1", "0.6\na100-paper", "1"]
+
+
+def test_the_stored_decodes_record_each_rounds_schedule():
+    from treegraft_lab.paths import DATA_DIR
+
+    runs = regime.load_decodes(DATA_DIR / "regime" / "smollm2-pocket-lookup-topk", "a100-paper")
+    assert len(runs) and runs["schedules"].notna().all()
+    for _, r in runs.iterrows():
+        masks = r["schedules"].split()
+        assert len(masks) == r["rounds"] and all(len(m) == 5 and set(m) <= {"0", "1"} for m in masks)
+        assert sum(m.count("1") for m in masks) == r["mid_calls"]
+        assert masks[0] == "00000" or r["schedule"] not in ("adaptive-family", "adaptive-single", "rule-match-2")

@@ -141,16 +141,19 @@ class Replays:
 
     def walk(self, profile: DeviceProfile, choose) -> dict:
         """A decode whose round at start j runs `choose(j, backlog)`'s schedule, priced by `profile`:
-        {"tokens", "ms", "rounds", "accepted", "mid_calls"} as the decoder would report them."""
-        j, backlog, ms, rounds, acc, calls = 0, 0, 0.0, 0, 0, 0
+        {"tokens", "ms", "rounds", "accepted", "mid_calls"} as the decoder would report them, and
+        "schedules": each round's schedule, space-separated."""
+        j, backlog, ms, acc, run = 0, 0, 0.0, 0, []
         while j < self.length:
             lf = self.rows[(j, choose(j, backlog))]
             ms += sum(leaf_ms(profile, lf, self.depth, backlog))
-            rounds, acc, calls = rounds + 1, acc + int(lf["accepted"]), calls + lf["schedule"].count("1")
+            acc += int(lf["accepted"])
+            run.append(lf["schedule"])
             tail = int(lf["tail"])
             backlog = tail if tail >= 0 else backlog + int(lf["accepted"]) + 1
             j += int(lf["accepted"]) + 1
-        return {"tokens": self.length, "ms": ms, "rounds": rounds, "accepted": acc, "mid_calls": calls}
+        return {"tokens": self.length, "ms": ms, "rounds": len(run), "accepted": acc,
+                "mid_calls": sum(m.count("1") for m in run), "schedules": " ".join(run)}
 
     def covers(self, mask: str) -> bool:
         """Whether every start the fixed `mask`'s walk reaches was replayed."""
@@ -165,7 +168,8 @@ class Replays:
         """The cheapest walk over the replayed starts: a shortest path (the backlog a start carries
         is the one its best way in leaves; exact when the mid curve is flat over backlogs). Over
         every start it is the best any choice of one schedule per round can do; over a subset,
-        a schedule one could run that is at least as fast as every fixed mask the subset covers."""
+        a schedule one could run that is at least as fast as every fixed mask the subset covers.
+        Its "schedules" are the masks the path picks, round by round."""
         L, inf = self.length, math.inf
         best = [(inf, None, 0)] * (L + 1)  # (ms to reach, (from, schedule), backlog)
         best[0] = (0.0, None, 0)
@@ -219,6 +223,21 @@ def price(reps: list[Replays], profile: DeviceProfile, schedules: list[str]) -> 
     return df
 
 
+def step_shares(df: pd.DataFrame) -> pd.DataFrame:
+    """Which draft steps call the mid drafter: per (ratio, schedule), the share of all rounds (every
+    prompt's, pooled) whose schedule calls it at step k = 1 .. D, from rows with a `schedules`
+    column (`price` and `decode` rows; rows without one are left out). One row per (ratio,
+    schedule, step); over the steps the shares add up to `summary`'s mid calls per round."""
+    if "schedules" not in df:
+        return pd.DataFrame(columns=["ratio", "schedule", "step", "share", "rounds"])
+    rows = []
+    for (r, s), g in df.dropna(subset=["schedules"]).groupby(["ratio", "schedule"], sort=False):
+        bits = np.array([[c == "1" for c in m] for run in g["schedules"] for m in run.split()], dtype=float)
+        rows += [{"ratio": r, "schedule": s, "step": k + 1, "share": float(bits[:, k].mean()), "rounds": len(bits)}
+                 for k in range(bits.shape[1])]
+    return pd.DataFrame(rows)
+
+
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per schedule: mean speedup over prompts (the bench's definition), pooled speedup (all
     prompts' plain-decoding ms / their ms: long answers weigh more, copy-heavy ones less), tokens per round
@@ -261,7 +280,7 @@ def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple
     """Real decodes with scheduler artifacts (name -> folder), switching rules (name -> a rule
     schedule with its value, "rule:match=2") or fixed schedules ("small", "mid", a mask) at each
     (ratio, profile), on the modelled clock: one
-    row per (prompt, ratio, scheduler) as `price` has them. A family artifact takes the profile's
+    row per (prompt, ratio, scheduler) as `price` has them, with each round's schedule. A family artifact takes the profile's
     T_tgt / T_mid; any other artifact is run as it is on every profile (what a single-profile
     scheduler does off its own device); a rule decides the same way on every profile."""
     from treegraft_lab.decoder import TreeGraftDecoder
@@ -285,12 +304,14 @@ def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple
             policy = art if isinstance(art, str) else AdaptivePolicy(art)
             dec = TreeGraftDecoder(pair, replace(config, schedule=policy, clock=prof, temperature=0.0))
             for p in prompts:
-                s = dec.generate(p["turns"][0], max_new_tokens=max_new).stats
+                g = dec.generate(p["turns"][0], max_new_tokens=max_new)
+                s = g.stats
                 acc = s["accepted_per_round"] * s["rounds"]
                 rows.append({"qid": str(p["question_id"]), "category": p.get("category", ""), "ratio": ratio,
                              "schedule": name, "tokens": s["new_tokens"], "ms": s["modelled_ms"], "rounds": s["rounds"],
                              "accepted": round(acc), "mid_calls": round(s["mid_calls_per_round"] * s["rounds"]),
-                             "speedup": s["new_tokens"] * prof.target_ms(1) / s["modelled_ms"]})
+                             "speedup": s["new_tokens"] * prof.target_ms(1) / s["modelled_ms"],
+                             "schedules": " ".join(r.schedule for r in g.rounds)})
                 bar.update(1)
     bar.close()
     return pd.DataFrame(rows)
@@ -302,10 +323,16 @@ def load_decodes(folder: str | Path, base: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["ratio", "schedule"])
 
 
+def priced(reps: list[Replays], base: DeviceProfile, ratios: list[float], schedules: list[str]) -> pd.DataFrame:
+    """`price`'s rows at each T_mid / T_tgt ratio of `base`, with a `ratio` column."""
+    return pd.concat([price(reps, prof, schedules).assign(ratio=r) for r, prof in ratio_profiles(base, ratios)],
+                     ignore_index=True)
+
+
 def regime_map(reps: list[Replays], base: DeviceProfile, ratios: list[float], schedules: list[str]) -> pd.DataFrame:
     """`summary` of the replay-priced `schedules` at each T_mid / T_tgt ratio of `base`."""
-    parts = [summary(price(reps, prof, schedules)).assign(ratio=r) for r, prof in ratio_profiles(base, ratios)]
-    return pd.concat(parts, ignore_index=True)
+    rows = priced(reps, base, ratios, schedules)
+    return pd.concat([summary(g).assign(ratio=r) for r, g in rows.groupby("ratio")], ignore_index=True)
 
 
 def oracle_band(m: pd.DataFrame, margin: float = 1.05, col: str = "speedup") -> list[float]:

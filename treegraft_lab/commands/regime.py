@@ -43,6 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="artifact folder, or a switching rule with its value (rule:match=2), for --decode "
                              "(repeatable; default: adaptive-family and adaptive-single)")
     parser.add_argument("--figure", type=Path, default=None, help="write the map's figure (PNG)")
+    parser.add_argument("--steps-figure", type=Path, default=None,
+                        help="write which draft steps the oracle and adaptive-family call the mid drafter at (PNG)")
     parser.add_argument("--markdown", action="store_true",
                         help="also print the map as a markdown table (the README's), adaptive-family as its focus")
     parser.add_argument("--dtype", default="float32")
@@ -110,11 +112,11 @@ def run(args: argparse.Namespace) -> int:
         return 0  # decoded before the replays were collected: the map waits for them
     df, _ = regime.load(folder)
     reps = regime.split(df, cfg.depth)
-    m = regime.regime_map(reps, base, ratios, args.schedules.split(","))
+    rows = regime.priced(reps, base, ratios, args.schedules.split(","))
     runs = regime.load_decodes(folder, base.name)
-    runs = runs[runs["qid"].isin({r.qid for r in reps})] if len(runs) else runs  # the replayed prompts only
-    parts = [regime.summary(g).assign(ratio=r) for r, g in runs.groupby("ratio") if any(abs(r - x) < 1e-9 for x in ratios)]
-    m = pd.concat([m, *parts], ignore_index=True)
+    if len(runs):  # the replayed prompts at the asked ratios only
+        runs = runs[runs["qid"].isin({r.qid for r in reps}) & runs["ratio"].apply(lambda r: any(abs(r - x) < 1e-9 for x in ratios))]
+    m = pd.concat([regime.summary(g).assign(ratio=r) for r, g in pd.concat([rows, runs]).groupby("ratio")], ignore_index=True)
     table = m.pivot_table(index="ratio", columns="schedule", values="speedup", sort=False)
     print(f"speedup over plain decoding, modelled on {base.name} with T_mid/T_tgt scaled; {len(reps)} prompts")
     print(table.round(3).to_string())
@@ -138,4 +140,13 @@ def run(args: argparse.Namespace) -> int:
         args.figure.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(args.figure, dpi=110)
         print(f"figure: {args.figure}")
+    if args.steps_figure:
+        from treegraft_lab.viz.regime import steps_figure
+
+        tt, tm = costs.scheduler_costs(base, cfg)
+        fig = steps_figure(regime.step_shares(pd.concat([rows, runs])), ["oracle", "adaptive-family"], {base.name: tm / tt},
+                           f"{args.pair}, {len(reps)} eval prompts, {args.max_new} tokens; modelled on {base.name}")
+        args.steps_figure.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.steps_figure, dpi=110)
+        print(f"steps figure: {args.steps_figure}")
     return 0

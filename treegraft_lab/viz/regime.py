@@ -75,3 +75,40 @@ def _band_edges(ratios: list[float], band: list[float]) -> tuple[float, float]:
     lo = np.exp((lr[i] + lr[i - 1]) / 2) if i > 0 else ratios[0]
     hi = np.exp((lr[j] + lr[j + 1]) / 2) if j + 1 < len(ratios) else ratios[-1]
     return float(lo), float(hi)
+
+
+def steps_figure(shares: pd.DataFrame, schedules: list[str], marks: dict[str, float] | None = None,
+                 title: str = "") -> PlotFigure:
+    """WHEN within a round: one heatmap per schedule in `schedules` (rows: draft steps 1 .. D,
+    columns: the ratios T_mid / T_tgt), each cell the share of rounds calling the mid drafter at
+    that step (`regime.step_shares`), printed in the cell; the panels share their columns, and a
+    ratio a schedule was not run at is left grey. A ratio within 2% of a `marks` ratio is
+    labelled with its name."""
+    import matplotlib as mpl
+
+    have = [s for s in schedules if s in set(shares["schedule"])]
+    ratios = sorted(shares.loc[shares["schedule"].isin(have), "ratio"].unique())
+    cmap = mpl.colormaps["Purples"].with_extremes(bad="#e6e6e6")
+    fig = PlotFigure(figsize=(8.4, 1.0 + 2.0 * len(have)), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(len(have), 1, squeeze=False)[:, 0]) if have else []
+    for ax, name in zip(axes, have):
+        w = shares[shares["schedule"] == name].pivot_table(index="step", columns="ratio", values="share").sort_index()
+        w = w.reindex(columns=ratios)
+        im = ax.imshow(w.to_numpy(), vmin=0, vmax=1, cmap=cmap, aspect="auto")
+        for (i, j), v in np.ndenumerate(w.to_numpy()):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if v > 0.6 else "black")
+        labels = []
+        for r in w.columns:
+            tag = next((f"\n{k}" for k, v in (marks or {}).items() if abs(np.log(v / r)) < 0.02), "")
+            labels.append(f"{r:.3g}{tag}")
+        ax.set_xticks(range(len(w.columns)), labels, fontsize=8)
+        ax.set_yticks(range(len(w.index)), [str(k) for k in w.index], fontsize=8)
+        ax.set_ylabel("draft step")
+        ax.set_title(f"{name}: share of rounds calling the mid drafter at each step", fontsize=10)
+        fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
+    if have:
+        axes[-1].set_xlabel("T_mid / T_tgt")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
