@@ -7,11 +7,12 @@ learner than g_psi: gradient-boosted trees, no value model between, cross-valida
 
 Every decision point of the trajectories (a round start, a draft step k and the decisions before
 it) is labelled with its replay margin (`distill.replay_margins`: the best realised tokens/ms
-among the round start's schedules that call now minus among those that skip). Two learners
-from scikit-learn see the student's inputs with all ten signals: a HistGradientBoostingRegressor
-regresses the margin (call iff the prediction > a threshold, in label standard deviations), and
-a HistGradientBoostingClassifier learns its sign with each point weighted by |margin| (what a
-wrong decision there costs; call iff P(call pays) > a threshold). On each held-out fold of
+among the round start's schedules that call now minus among those that skip). Learners from
+scikit-learn see the student's inputs with all ten signals: a HistGradientBoostingRegressor
+regresses the margin in tokens per ms or in ms per token (`distill.worth`; call iff the
+prediction > a threshold, in label standard deviations), and a HistGradientBoostingClassifier
+learns its sign with each point weighted by |margin| in tokens per ms (what a wrong decision
+there costs; call iff P(call pays) > a threshold). On each held-out fold of
 prompts (GroupKFold) the rule is followed down each round start's replayed schedules
 (`distill.replay_policy`) and scored as `train-scheduler` scores its student
 (`distill.throughput`, modelled tokens/s on the trajectories' own profile), beside all-small and
@@ -51,6 +52,7 @@ def main() -> int:
     D = int(df["D"].iloc[0])
     states = canonical_states(df)
     y = replay_margins(df, states, D)
+    y_pt = replay_margins(df, states, D, "ms-per-token")
     x = student_inputs(states, SIGNALS, D)
     first = df[df["k"] == 1]
     base = {"all-small": throughput(first[first["schedule"] == "0" * D]),
@@ -63,12 +65,17 @@ def main() -> int:
         m = HistGradientBoostingRegressor(**trees).fit(x[tr], y[tr])
         return lambda z: m.predict(z) / y.std()
 
+    def regressor_pt(tr):
+        m = HistGradientBoostingRegressor(**trees).fit(x[tr], y_pt[tr])
+        return lambda z: m.predict(z) / y_pt.std()
+
     def classifier(tr):
         m = HistGradientBoostingClassifier(**trees).fit(x[tr], (y[tr] > 0).astype(int), sample_weight=abs(y[tr]) + 1e-12)
         return lambda z: m.predict_proba(z)[:, 1]
 
     res = {}
     for name, fit, cuts in [("regression, margin (std) >", regressor, (-0.05, 0.0, 0.05)),
+                            ("regression in ms per token, margin (std) >", regressor_pt, (-0.05, 0.0, 0.05)),
                             ("weighted classifier, P(call pays) >", classifier, (0.5, 0.6, 0.7))]:
         scorers = [fit(tr) for tr, _ in folds]
         for cut in cuts:
@@ -81,7 +88,7 @@ def main() -> int:
           f"modelled tokens/s (t_tgt {df['t_tgt_ms'].iloc[0]:g} ms, t_mid {df['t_mid_ms'].iloc[0]:g} ms)")
     print(f"  all-small {base['all-small']:.2f}   oracle {base['oracle']:.2f} ({base['oracle'] / base['all-small']:.3f}x)")
     for name, r in res.items():
-        print(f"  {name:42s} {r['tokens_per_s']:.2f} ({r['tokens_per_s'] / base['all-small']:.3f}x), "
+        print(f"  {name:50s} {r['tokens_per_s']:.2f} ({r['tokens_per_s'] / base['all-small']:.3f}x), "
               f"{r['mid_calls_per_round']:.2f} calls a round")
     if args.json:
         args.json.write_text(json.dumps({

@@ -490,3 +490,34 @@ def test_an_offset_gain_the_folds_disagree_on_is_not_taken():
     assert table["0 std"] > table["5 std"] and tau == 5.0
     folds = [(always, fold(3.0, "a")), (always, fold(2.9, "b"))]  # both folds gain: call (offsets up to 0.5 do)
     assert choose_offset(folds, ["ngram_match"], 1, scale=1.0)[0] == 0.5
+
+
+def test_margins_in_ms_per_token_keep_each_states_sign_and_weigh_slow_rounds_more():
+    D, sig = 3, ["ngram_match"]
+    st = toy_states(D)
+
+    def eta_fn(X: np.ndarray) -> np.ndarray:
+        hist, x, a, fut = X[:, 6:6 + D], X[:, 6 + D], X[:, 7 + D], X[:, 8 + D:]
+        k = np.rint(X[:, 4] * D).astype(int)
+        full = hist + fut
+        full[np.arange(len(X)), k - 1] = a
+        return np.array([toy_eta(xi, b) for xi, b in zip(x, full)])
+
+    per_ms = margin_labels(eta_fn, st, sig, D)
+    per_token = margin_labels(eta_fn, st, sig, D, unit="ms-per-token")
+    for (_, r), yi in zip(st.iterrows(), per_token):
+        pre = [int(c) for c in r["prefix"]]
+        best = {a: max(-1 / toy_eta(r["sig_ngram_match"], pre + [a, *f]) for f in itertools.product((0, 1), repeat=D - r["k"]))
+                for a in (0, 1)}
+        assert yi == pytest.approx(best[1] - best[0])
+    assert (np.sign(per_token) == np.sign(per_ms)).all()  # the same best choice, other weights
+    # eta in units of 2 tokens (the relative head's all-small A): half the ms per token
+    assert margin_labels(eta_fn, st, sig, D, "ms-per-token", np.full(len(st), 2.0)) == pytest.approx(per_token / 2)
+    df = toy_replays(D)
+    rst = canonical_states(df)
+    for (_, r), yi in zip(rst.iterrows(), replay_margins(df, rst, D, "ms-per-token")):
+        x, pre = float(r["state"][1:]), [int(c) for c in r["prefix"]]
+        best = {a: max(-1 / toy_eta(x, pre + [a, *f]) for f in itertools.product((0, 1), repeat=D - r["k"])) for a in (0, 1)}
+        assert yi == pytest.approx(best[1] - best[0])
+    with pytest.raises(TreeGraftError, match="margin unit 'ms'"):
+        train_pipeline(toy_replays(), None, "tiny", margin_unit="ms")

@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--teacher", default="value", choices=("value", "replay"),
                         help="where the student's margin labels come from: f_theta (the paper's) or each round "
                              "start's own replayed schedules (default: %(default)s)")
+    parser.add_argument("--margin-unit", default="tokens-per-ms", choices=("tokens-per-ms", "ms-per-token"),
+                        help="what the teacher's margins compare: tokens per ms (eta, the paper's) or ms per token "
+                             "(what a run's time adds up) (default: %(default)s)")
     parser.add_argument("--cost-copies", type=int, default=None, metavar="N",
                         help="profiles each round start is priced on (default: 8 of a family's, 4 scalings of one profile)")
     parser.add_argument("--margin-offset", default="auto",
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         df, prof, args.pair, signals=signals, folds=args.folds, seed=args.seed, value_steps=args.value_steps,
         student_steps=args.student_steps, rank_steps=args.rank_steps,
         offset="auto" if args.margin_offset == "auto" else float(args.margin_offset), decode=decode, family=family,
-        a_head=args.a_head, teacher=args.teacher, cost_copies=args.cost_copies)
+        a_head=args.a_head, teacher=args.teacher, cost_copies=args.cost_copies, margin_unit=args.margin_unit)
     D = int(df["D"].iloc[0])
     lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
     weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}

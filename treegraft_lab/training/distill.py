@@ -51,11 +51,26 @@ def canonical_states(df: pd.DataFrame) -> pd.DataFrame:
     return st
 
 
+MARGIN_UNITS = ("tokens-per-ms", "ms-per-token")
+
+
+def worth(eta: np.ndarray, unit: str = "tokens-per-ms") -> np.ndarray:
+    """What a margin compares, from eta (tokens per ms): eta itself, or minus the ms per token
+    (-1 / eta). A decode's time per token is the mean of its round starts' ms per token
+    (`throughput`), so margins in ms per token add up to what a run saves; margins in tokens per
+    ms weigh a copying round's many tokens far above the one-token rounds where mid calls pay."""
+    if unit not in MARGIN_UNITS:
+        raise TreeGraftError(f"margin unit {unit!r}: use one of {', '.join(MARGIN_UNITS)}")
+    return eta if unit == "tokens-per-ms" else -1.0 / np.maximum(np.asarray(eta, dtype=float), 1e-9)
+
+
 def margin_labels(eta_fn: Callable[[np.ndarray], np.ndarray], states: pd.DataFrame, signals: Sequence[str],
-                  D: int) -> np.ndarray:
+                  D: int, unit: str = "tokens-per-ms", scale: np.ndarray | None = None) -> np.ndarray:
     """y per canonical state: best future with a call now minus best future with a skip now.
 
-    eta_fn maps value-model inputs (`value_inputs` layout) to eta_hat.
+    eta_fn maps value-model inputs (`value_inputs` layout) to eta_hat; `scale` (per state)
+    multiplies it into tokens per ms (the relative A head's unit is the round start's all-small
+    A); `unit`: what is compared (`worth`).
     """
     y = np.zeros(len(states))
     for k, sub in states.groupby("k"):
@@ -69,22 +84,25 @@ def margin_labels(eta_fn: Callable[[np.ndarray], np.ndarray], states: pd.DataFra
             for j in range(D - k):
                 rep[f"s{k + 1 + j}"] = tiled[:, j]
             eta = eta_fn(value_inputs(rep, signals, D)).reshape(len(sub), len(futs))
-            best[a] = eta.max(1)
+            if scale is not None:
+                eta = eta * np.asarray(scale, dtype=float)[states.index.get_indexer(sub.index)][:, None]
+            best[a] = worth(eta, unit).max(1)
         y[sub.index.to_numpy()] = best[1] - best[0]
     return y
 
 
-def replay_margins(df: pd.DataFrame, states: pd.DataFrame, D: int) -> np.ndarray:
+def replay_margins(df: pd.DataFrame, states: pd.DataFrame, D: int, unit: str = "tokens-per-ms") -> np.ndarray:
     """y per canonical state read from the replays themselves instead of f_theta: the best
-    realised tokens/ms over schedules that call now minus the best over those that skip, among
-    the round start's replayed schedules (all 2^D, priced on the row's cost profile).
+    realised tokens/ms (or minus ms per token, `unit`) over schedules that call now minus the
+    best over those that skip, among the round start's replayed schedules (all 2^D, priced on
+    the row's cost profile).
 
     Exact for the round start it came from, noisy as a label of the state's signals (a lucky draw
     counts in full); the student's regression averages it over similar inputs.
     """
     keys = [c for c in ("state", "cost_profile", "cost_mid_scale", "cost_tgt_scale") if c in df.columns]
     leaf = df[df["k"] == 1].drop_duplicates([*keys, "schedule"])
-    eta = (leaf["accepted"].to_numpy(float) + 1.0) / (leaf["t_draft_ms"] + leaf["t_verify_ms"]).to_numpy(float)
+    eta = worth((leaf["accepted"].to_numpy(float) + 1.0) / (leaf["t_draft_ms"] + leaf["t_verify_ms"]).to_numpy(float), unit)
     sched = leaf["schedule"].astype(str)
     parts = []
     for k in range(1, D + 1):
@@ -248,7 +266,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
                    folds: int = 5, seed: int = 0, value_steps: int = 3000, student_steps: int = 4000,
                    rank_steps: int = 1200, offset: float | str = "auto", log: Callable[[str], None] = print,
                    decode: dict | None = None, family: Sequence | None = None, a_head: str = "linear",
-                   teacher: str = "value", cost_copies: int | None = None) -> tuple:
+                   teacher: str = "value", cost_copies: int | None = None, margin_unit: str = "tokens-per-ms") -> tuple:
     """Rank signals, fit f_theta, label margins, fit g_psi; cross-validated scores, then final fits.
 
     offset: the margin offset tau subtracted from the labels of the final student (so that online
@@ -264,7 +282,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     teacher: "value" (margins from f_theta, the paper's) or "replay" (`replay_margins`: each
     state's margin read from its own round start's replayed schedules; f_theta is still fitted
     and scored). cost_copies: profiles each round start is priced on (default 8 of a family, 4
-    scalings of one profile; capped at the grid's size).
+    scalings of one profile; capped at the grid's size). margin_unit: what the margins compare
+    (`worth`: tokens per ms, the paper's eta, or ms per token, what a run's time adds up).
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
@@ -283,6 +302,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         raise TreeGraftError(f"a_head {a_head!r}: use one of {', '.join(A_HEADS)}")
     if teacher not in ("value", "replay"):
         raise TreeGraftError(f"teacher {teacher!r}: use value or replay")
+    if margin_unit not in MARGIN_UNITS:
+        raise TreeGraftError(f"margin unit {margin_unit!r}: use one of {', '.join(MARGIN_UNITS)}")
     if cost_copies is not None and cost_copies < 1:
         raise TreeGraftError(f"cost_copies {cost_copies}: price each round start on at least 1 profile")
     D = int(df["D"].iloc[0])
@@ -303,6 +324,13 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     eta_true = A / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
     eta_pred = np.zeros(len(dfa))
     st_scores, fitted, scales = [], [], []
+    a0 = dfa.loc[dfa["schedule"] == "0" * D].groupby("state")["accepted"].first() + 1.0
+
+    def unit_of(states: pd.DataFrame) -> np.ndarray | None:
+        """ms per token needs eta_hat in tokens: the relative head's is in all-small A (its
+        tokens-per-ms margins stay shares of that A, as the head was introduced)."""
+        return states["state"].map(a0).to_numpy(float) if a_head == "relative" and margin_unit == "ms-per-token" else None
+
     for f in range(folds):
         tr, te = fold != f, fold == f
         val = fit_mlp(X[tr], Y[tr], groups[tr], steps=value_steps, seed=seed, a_head=a_head)
@@ -311,9 +339,9 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         eta_pred[te] = val.eta(X[te], pred[te]) * a_unit[te]
         st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
         if teacher == "replay":
-            y_tr, y_te = replay_margins(dfa[tr], st_tr, D), replay_margins(dfa[te], st_te, D)
+            y_tr, y_te = (replay_margins(dfa[m], s, D, margin_unit) for m, s in ((tr, st_tr), (te, st_te)))
         else:
-            y_tr, y_te = (margin_labels(val.eta, s, chosen, D) for s in (st_tr, st_te))
+            y_tr, y_te = (margin_labels(val.eta, s, chosen, D, margin_unit, unit_of(s)) for s in (st_tr, st_te))
         stu = fit_student(student_inputs(st_tr, chosen, D), y_tr, steps=student_steps, seed=seed)
         st_scores.append(student_scores(stu, student_inputs(st_te, chosen, D), y_te))
         fitted.append((stu, apply_costs_like(df[df["qid"].isin(set(dfa["qid"][te]))], prof, decode)))
@@ -337,7 +365,8 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     log(f"modelled tokens/s on held-out prompts (collection costs): {cmp}")
     val = fit_mlp(X, Y, groups, steps=value_steps, seed=seed, a_head=a_head)
     st_all = canonical_states(dfa)
-    y_all = replay_margins(dfa, st_all, D) if teacher == "replay" else margin_labels(val.eta, st_all, chosen, D)
+    y_all = (replay_margins(dfa, st_all, D, margin_unit) if teacher == "replay"
+             else margin_labels(val.eta, st_all, chosen, D, margin_unit, unit_of(st_all)))
     x_all = student_inputs(st_all, chosen, D)
     stu = fit_student(x_all, y_all - tau, steps=student_steps, seed=seed)
     meta = {
@@ -350,6 +379,7 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
         "r2": r2s,
         "a_head": a_head,
         "teacher": teacher,
+        "margin_unit": margin_unit,
         "student_cv": {k: float(np.mean([s[k] for s in st_scores])) for k in st_scores[0]},
         "student_train": student_scores(stu, x_all, y_all - tau),
         "replay_tokens_per_s": cmp,
