@@ -197,9 +197,8 @@ def toy_eta(x: float, bits) -> float:
     return (1 + x * sum((j + 1) * b for j, b in enumerate(bits))) / (10 + 3 * sum(bits))
 
 
-def test_margin_labels_on_a_toy_value_function_with_known_optimum():
-    D, sig = 3, ["ngram_match"]
-    st = toy_states(D)
+def toy_eta_fn(D: int):
+    """toy_eta as a value model: value-model inputs (`value_inputs` layout) -> eta."""
 
     def eta_fn(X: np.ndarray) -> np.ndarray:
         hist, x, a, fut = X[:, 6:6 + D], X[:, 6 + D], X[:, 7 + D], X[:, 8 + D:]
@@ -207,6 +206,14 @@ def test_margin_labels_on_a_toy_value_function_with_known_optimum():
         full = hist + fut
         full[np.arange(len(X)), k - 1] = a
         return np.array([toy_eta(xi, b) for xi, b in zip(x, full)])
+
+    return eta_fn
+
+
+def test_margin_labels_on_a_toy_value_function_with_known_optimum():
+    D, sig = 3, ["ngram_match"]
+    st = toy_states(D)
+    eta_fn = toy_eta_fn(D)
 
     y = margin_labels(eta_fn, st, sig, D)
     for (_, r), yi in zip(st.iterrows(), y):
@@ -495,13 +502,7 @@ def test_an_offset_gain_the_folds_disagree_on_is_not_taken():
 def test_margins_in_ms_per_token_keep_each_states_sign_and_weigh_slow_rounds_more():
     D, sig = 3, ["ngram_match"]
     st = toy_states(D)
-
-    def eta_fn(X: np.ndarray) -> np.ndarray:
-        hist, x, a, fut = X[:, 6:6 + D], X[:, 6 + D], X[:, 7 + D], X[:, 8 + D:]
-        k = np.rint(X[:, 4] * D).astype(int)
-        full = hist + fut
-        full[np.arange(len(X)), k - 1] = a
-        return np.array([toy_eta(xi, b) for xi, b in zip(x, full)])
+    eta_fn = toy_eta_fn(D)
 
     per_ms = margin_labels(eta_fn, st, sig, D)
     per_token = margin_labels(eta_fn, st, sig, D, unit="ms-per-token")
