@@ -170,3 +170,12 @@ def test_the_stored_decodes_record_each_rounds_schedule():
         assert len(masks) == r["rounds"] and all(len(m) == 5 and set(m) <= {"0", "1"} for m in masks)
         assert sum(m.count("1") for m in masks) == r["mid_calls"]
         assert masks[0] == "00000" or r["schedule"] not in ("adaptive-family", "adaptive-single", "rule-match-2")
+
+
+def test_the_regime_command_draws_the_steps_figure_from_the_stored_data(tmp_path, capsys):
+    from treegraft_lab import cli
+
+    out = tmp_path / "steps.png"
+    assert cli.main(["regime", "--ratios", "0.0437,0.6", "--schedules", "all-small,oracle", "--steps-figure", str(out)]) == 0
+    assert f"steps figure: {out}" in capsys.readouterr().out
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
