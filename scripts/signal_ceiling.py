@@ -74,12 +74,12 @@ def main() -> int:
         return lambda z: m.predict_proba(z)[:, 1]
 
     res = {}
+    held = [df[df["qid"].isin(set(groups[te]))] for _, te in folds]
     for name, fit, cuts in [("regression, margin (std) >", regressor, (-0.05, 0.0, 0.05)),
                             ("regression in ms per token, margin (std) >", regressor_pt, (-0.05, 0.0, 0.05)),
                             ("weighted classifier, P(call pays) >", classifier, (0.5, 0.6, 0.7))]:
         scorers = [fit(tr) for tr, _ in folds]
         for cut in cuts:
-            held = [df[df["qid"].isin(set(groups[te]))] for _, te in folds]
             out = pd.concat([replay_policy(h, lambda rows, f=f, c=cut: f(student_inputs(rows, SIGNALS, D)) > c, D)
                              for f, h in zip(scorers, held)])
             res[f"{name} {cut:g}"] = {"tokens_per_s": throughput(out),

@@ -174,7 +174,7 @@ def broken_twin() -> nbformat.NotebookNode:
         tiny_run_cell(),
         *[code for code, _ in TREE_TWINS],
         "from treegraft_lab.viz.regime import regime_figure\nf = regime_figure(pd.DataFrame({'ratio': [0.1, 1.0], "
-        "'schedule': ['all-small'] * 2, 'speedup': [2.0, 2.0], 'tau': [3.0, 3.0], 'mid_calls_per_round': [0.0, 0.0]}))\n"
+        "'schedule': ['all-small'] * 2, 'speedup': [2.0, 2.0], 'A': [3.0, 3.0], 'mid_calls_per_round': [0.0, 0.0]}))\n"
         "f.set_size_inches(26, 7)\nf",  # the regime map drawn far wider than the screen
     ]
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={

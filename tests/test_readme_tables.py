@@ -106,3 +106,56 @@ def test_the_readme_column_beside_the_papers_pairs_holds_the_regime_maps_numbers
     family, single = (number(c.split()[0]) for c in rows["TreeGraft (adaptive)"].split(","))
     assert family == pytest.approx(dec.loc["adaptive-family", "speedup"], abs=0.006)
     assert single == pytest.approx(dec.loc["adaptive-single", "speedup"], abs=0.006)
+
+
+def regime_data():
+    from treegraft_lab import costs, regime
+
+    folder = DATA_DIR / "regime" / "smollm2-pocket-lookup-topk"
+    reps = regime.split(regime.load(folder)[0], 5)
+    runs = regime.load_decodes(folder, "a100-paper", reps)
+    ratios = sorted(runs.loc[runs["schedule"] == "adaptive-family", "ratio"].unique())
+    rows = regime.priced(reps, costs.load("a100-paper"), ratios, ["all-small", "all-mid", "oracle"])
+    return regime, rows, runs[runs["schedule"] == "adaptive-family"]
+
+
+def test_the_readme_sentences_on_the_regime_map_hold_its_numbers():
+    regime, rows, family = regime_data()
+    text = " ".join((REPO_DIR / "README.md").read_text().split())
+    m = regime.by_ratio(rows).set_index(["ratio", "schedule"])
+    a_mid, a_small = (m.loc[(0.0956, s), "A"] for s in ("all-mid", "all-small"))
+    assert f"acceptance length A {a_mid:.2f} against {a_small:.2f}" in text and "n = 12 prompts" in text
+    sh = regime.step_shares(pd.concat([rows, family]))
+    shares = sh.set_index(["schedule", "step", "ratio"])["share"].sort_index()
+    oracle_step = {k: shares.loc[("oracle", k)] for k in (1, 5)}
+    assert (f"most at step 1 ({100 * oracle_step[1].min():.0f}-{100 * oracle_step[1].max():.0f}% of rounds) and step 5 "
+            f"({100 * oracle_step[5].min():.0f}-{100 * oracle_step[5].max():.0f}%)") in text
+    calls = m.xs("oracle", level="schedule")["mid_calls_per_round"]
+    assert f"({calls.iloc[0]:.2f} calls a round at 0.02, {calls.iloc[-1]:.2f} at 1.0)" in text
+    fam = shares.loc["adaptive-family"].unstack("step")
+    late = fam.loc[fam.index >= 0.457]
+    rounds = int(sh.query("schedule == 'adaptive-family' and ratio == 0.457")["rounds"].iloc[0])
+    assert f"at step 1 only ({100 * fam.loc[0.6, 1]:.0f}% of rounds at 0.6; one round of {rounds} at" in text
+    assert round(late.loc[0.457, 2] * rounds) == 1 and (late[[3, 4, 5]] == 0).all().all() and late.loc[[0.6, 1.0], 2].eq(0).all()
+
+
+def test_the_ceiling_tables_and_sentences_hold_ceiling_json():
+    card = (DATA_DIR / "scheduler" / "smollm2-pocket" / "family-topk-lookup" / "CARD.md").read_text()
+    c = json.loads((DATA_DIR / "scheduler" / "smollm2-pocket" / "family-topk-lookup" / "ceiling.json").read_text())
+    base = c["all-small"]
+    rows = {"regression of the margin, call iff > 0": c["held_out"]["regression, margin (std) > 0"],
+            "regression of the margin in ms per token, call iff > 0": c["held_out"]["regression in ms per token, margin (std) > 0"],
+            "classifier of the margin's sign weighted by its size, call iff P > 0.6":
+                c["held_out"]["weighted classifier, P(call pays) > 0.6"]}
+    for name, r in rows.items():
+        line = f"| {name} | {r['tokens_per_s']:.2f} | {r['tokens_per_s'] / base:.3f} | {r['mid_calls_per_round']:.2f} |"
+        assert line in card, line
+    assert f"| oracle (the best schedule of each round, in hindsight) | {c['oracle']:.2f} | {c['oracle'] / base:.3f} |" in card
+    assert f"| all-small | {base:.2f} | 1.000 | 0 |" in card
+    best = {}  # each learner at its best threshold
+    for name, r in c["held_out"].items():
+        learner = name.rsplit(" ", 1)[0]
+        best[learner] = max(best.get(learner, 0.0), r["tokens_per_s"] / base)
+    text = " ".join((REPO_DIR / "README.md").read_text().split())
+    assert f"reach {min(best.values()):.2f}-{max(best.values()):.2f}x all-small" in text
+    assert f"against the oracle's {c['oracle'] / base:.2f}x" in text

@@ -44,6 +44,9 @@ def test_replay_priced_runs_equal_real_decodes_on_the_same_profile(replays, sche
     assert row["tokens"] == gen.stats["new_tokens"] and row["rounds"] == gen.stats["rounds"]
     assert row["ms"] == pytest.approx(gen.stats["modelled_ms"], rel=1e-9)
     assert row["accepted"] / row["rounds"] == pytest.approx(gen.stats["accepted_per_round"])
+    # the release's A: new tokens over target forwards, one verification a round plus the prefill
+    a = regime.summary(regime.price([rep], prof, [name]))["A"].iloc[0]
+    assert a == pytest.approx(gen.stats["new_tokens"] / (gen.stats["rounds"] + 1))
 
 
 def test_the_oracle_walk_is_no_slower_than_any_fixed_mask(replays):
@@ -128,14 +131,12 @@ def test_fixed_schedules_are_decoded_on_the_map_and_equal_their_replays(replays)
 
 
 def test_step_shares_say_which_draft_steps_call_and_add_up_to_the_calls_per_round(replays):
-    import pandas as pd
 
     _, cfg, df = replays
     reps = regime.split(df, cfg.depth)
     rows = regime.priced(reps, STEEP, [0.1, 1.0], ["all-small", "10101", "oracle"])
     shares = regime.step_shares(rows).set_index(["ratio", "schedule", "step"])["share"].sort_index()
-    calls = pd.concat([regime.summary(g).assign(ratio=r) for r, g in rows.groupby("ratio")])
-    for _, row in calls.iterrows():
+    for _, row in regime.by_ratio(rows).iterrows():
         assert shares.loc[(row["ratio"], row["schedule"])].sum() == pytest.approx(row["mid_calls_per_round"])
     assert list(shares.loc[(0.1, "10101")]) == [1.0, 0.0, 1.0, 0.0, 1.0]
     assert shares.loc[(1.0, "all-small")].sum() == 0.0

@@ -32,6 +32,7 @@ from treegraft_lab.config import DecodeConfig, parse_mask
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.replay import DEEPEST, leaf_ms
+from treegraft_lab.rounds import release_acceptance
 
 FORMAT = "treegraft-replays/1"
 ENDPOINTS = ("all-small", "all-mid")
@@ -240,17 +241,24 @@ def step_shares(df: pd.DataFrame) -> pd.DataFrame:
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
     """Per schedule: mean speedup over prompts (the bench's definition), pooled speedup (all
-    prompts' plain-decoding ms / their ms: long answers weigh more, copy-heavy ones less), tokens per round
-    (accepted + 1 per round; the release's acceptance length A also counts one prefill forward per
-    generation, so it reads lower on the same rounds) and mid calls per round."""
+    prompts' plain-decoding ms / their ms: long answers weigh more, copy-heavy ones less), the
+    release's acceptance length A (`rounds.release_acceptance`: new tokens / target forwards,
+    one prefill a prompt counted), mid calls per round, and n (prompts)."""
     g = df.groupby("schedule", sort=False)
+    n = g.size()
     out = pd.DataFrame({"speedup": g["speedup"].mean(),
                         "speedup_pooled": (df["ms"] * df["speedup"]).groupby(df["schedule"], sort=False).sum() / g["ms"].sum(),
-                        "tau": (g["accepted"].sum() + g["rounds"].sum()) / g["rounds"].sum(),
-                        "mid_calls_per_round": g["mid_calls"].sum() / g["rounds"].sum()})
+                        "A": release_acceptance(g["tokens"].sum(), g["rounds"].sum(), n),
+                        "mid_calls_per_round": g["mid_calls"].sum() / g["rounds"].sum(),
+                        "prompts": n})
     if "mask" in df:
         out["mask"] = g["mask"].first()
     return out.reset_index()
+
+
+def by_ratio(rows: pd.DataFrame) -> pd.DataFrame:
+    """`summary` at each ratio of rows with a `ratio` column (replay-priced and decoded alike)."""
+    return pd.concat([summary(g).assign(ratio=r) for r, g in rows.groupby("ratio")], ignore_index=True)
 
 
 def ratio_profiles(base: DeviceProfile, ratios: list[float]) -> list[tuple[float, DeviceProfile]]:
@@ -317,10 +325,17 @@ def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple
     return pd.DataFrame(rows)
 
 
-def load_decodes(folder: str | Path, base: str) -> pd.DataFrame:
-    """Every stored decode of `folder` on profiles scaled from `base` (`decodes-<base>-<scheduler>.parquet`)."""
+def load_decodes(folder: str | Path, base: str, reps: list[Replays] | None = None,
+                 ratios: list[float] | None = None) -> pd.DataFrame:
+    """Every stored decode of `folder` on profiles scaled from `base` (`decodes-<base>-<scheduler>.parquet`);
+    with `reps` and `ratios`, only those prompts' decodes at those ratios (to 3 significant digits)."""
     parts = [pd.read_parquet(p) for p in sorted(Path(folder).glob(f"decodes-{base}-*.parquet"))]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["ratio", "schedule"])
+    runs = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["qid", "ratio", "schedule"])
+    if reps is not None:
+        runs = runs[runs["qid"].isin({r.qid for r in reps})]
+    if ratios is not None:
+        runs = runs[runs["ratio"].apply(lambda r: any(math.isclose(r, x, rel_tol=5e-4) for x in ratios))]
+    return runs.reset_index(drop=True)
 
 
 def priced(reps: list[Replays], base: DeviceProfile, ratios: list[float], schedules: list[str]) -> pd.DataFrame:
@@ -331,8 +346,7 @@ def priced(reps: list[Replays], base: DeviceProfile, ratios: list[float], schedu
 
 def regime_map(reps: list[Replays], base: DeviceProfile, ratios: list[float], schedules: list[str]) -> pd.DataFrame:
     """`summary` of the replay-priced `schedules` at each T_mid / T_tgt ratio of `base`."""
-    rows = priced(reps, base, ratios, schedules)
-    return pd.concat([summary(g).assign(ratio=r) for r, g in rows.groupby("ratio")], ignore_index=True)
+    return by_ratio(priced(reps, base, ratios, schedules))
 
 
 def oracle_band(m: pd.DataFrame, margin: float = 1.05, col: str = "speedup") -> list[float]:

@@ -11,6 +11,13 @@ import math
 from dataclasses import dataclass
 
 
+def release_acceptance(new_tokens, rounds, generations):
+    """The release's acceptance length A (`avg_accept_len`): all new tokens / all target forwards,
+    one verification a round plus one prefill a generation (the bonus token counted). Numbers or
+    pandas Series alike; `generations` >= 1."""
+    return new_tokens / (rounds + generations)
+
+
 @dataclass
 class StepResult:
     """What draft step k did. pool: the nodes WHERE considered; frontier: the nodes expanded; new:

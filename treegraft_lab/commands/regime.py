@@ -113,10 +113,8 @@ def run(args: argparse.Namespace) -> int:
     df, _ = regime.load(folder)
     reps = regime.split(df, cfg.depth)
     rows = regime.priced(reps, base, ratios, args.schedules.split(","))
-    runs = regime.load_decodes(folder, base.name)
-    if len(runs):  # the replayed prompts at the asked ratios only
-        runs = runs[runs["qid"].isin({r.qid for r in reps}) & runs["ratio"].apply(lambda r: any(abs(r - x) < 1e-9 for x in ratios))]
-    m = pd.concat([regime.summary(g).assign(ratio=r) for r, g in pd.concat([rows, runs]).groupby("ratio")], ignore_index=True)
+    runs = regime.load_decodes(folder, base.name, reps, ratios)  # the replayed prompts at the asked ratios
+    m = regime.by_ratio(pd.concat([rows, runs]))
     table = m.pivot_table(index="ratio", columns="schedule", values="speedup", sort=False)
     print(f"speedup over plain decoding, modelled on {base.name} with T_mid/T_tgt scaled; {len(reps)} prompts")
     print(table.round(3).to_string())

@@ -73,6 +73,7 @@ def margin_labels(eta_fn: Callable[[np.ndarray], np.ndarray], states: pd.DataFra
     A); `unit`: what is compared (`worth`).
     """
     y = np.zeros(len(states))
+    scale = None if scale is None else np.asarray(scale, dtype=float)
     for k, sub in states.groupby("k"):
         k = int(k)
         futs = list(itertools.product((0, 1), repeat=D - k))
@@ -84,8 +85,8 @@ def margin_labels(eta_fn: Callable[[np.ndarray], np.ndarray], states: pd.DataFra
             for j in range(D - k):
                 rep[f"s{k + 1 + j}"] = tiled[:, j]
             eta = eta_fn(value_inputs(rep, signals, D)).reshape(len(sub), len(futs))
-            if scale is not None:
-                eta = eta * np.asarray(scale, dtype=float)[states.index.get_indexer(sub.index)][:, None]
+            if scale is not None:  # states carry a RangeIndex (`canonical_states`): labels are positions
+                eta = eta * scale[sub.index.to_numpy()][:, None]
             best[a] = worth(eta, unit).max(1)
         y[sub.index.to_numpy()] = best[1] - best[0]
     return y
@@ -324,12 +325,11 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
     eta_true = A / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
     eta_pred = np.zeros(len(dfa))
     st_scores, fitted, scales = [], [], []
-    a0 = dfa.loc[dfa["schedule"] == "0" * D].groupby("state")["accepted"].first() + 1.0
 
     def unit_of(states: pd.DataFrame) -> np.ndarray | None:
         """ms per token needs eta_hat in tokens: the relative head's is in all-small A (its
         tokens-per-ms margins stay shares of that A, as the head was introduced)."""
-        return states["state"].map(a0).to_numpy(float) if a_head == "relative" and margin_unit == "ms-per-token" else None
+        return allsmall_tokens(dfa, states) if a_head == "relative" and margin_unit == "ms-per-token" else None
 
     for f in range(folds):
         tr, te = fold != f, fold == f

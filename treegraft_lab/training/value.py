@@ -75,15 +75,16 @@ def value_inputs(df: pd.DataFrame, signals: Sequence[str], D: int) -> np.ndarray
 A_HEADS = ("linear", "log", "relative")
 
 
-def allsmall_tokens(df: pd.DataFrame) -> np.ndarray:
-    """Per row: A of its round start's all-small schedule (the replay of 0...0), the reference of
-    the relative A head."""
+def allsmall_tokens(df: pd.DataFrame, rows: pd.DataFrame | None = None) -> np.ndarray:
+    """Per row of `rows` (default: `df`'s own): A of its round start's all-small schedule (the
+    replay of 0...0 in `df`), the reference of the relative A head."""
+    rows = df if rows is None else rows
     D = int(df["D"].iloc[0])
     a0 = df.loc[df["schedule"] == "0" * D].groupby("state")["accepted"].first() + 1.0
-    missing = set(df["state"]) - set(a0.index)
+    missing = set(rows["state"]) - set(a0.index)
     if missing:
         raise TreeGraftError(f"{len(missing)} round starts lack the all-small replay the relative A head needs")
-    return df["state"].map(a0).to_numpy(float)
+    return rows["state"].map(a0).to_numpy(float)
 
 
 def targets(df: pd.DataFrame, a_head: str = "linear") -> np.ndarray:

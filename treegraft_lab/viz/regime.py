@@ -1,7 +1,7 @@
 """The regime map's figure: where the mid drafter pays, against the cost ratio T_mid / T_tgt.
 
-Three panels (2 x 2 grid) share a log x-axis (speedup over plain decoding, tokens per round, mid calls per
-round), one line per schedule, the band where the oracle beats both endpoints by >= 5% shaded
+Three panels (2 x 2 grid) share a log x-axis (speedup over plain decoding, the release's acceptance length
+A, mid calls per round), one line per schedule, the band where the oracle beats both endpoints by >= 5% shaded
 and marked ratios (this CPU's, a100-paper's) as vertical lines; a fourth panel draws
 verification curves (ms of one target forward against tokens verified) of the profiles.
 """
@@ -17,13 +17,14 @@ STYLE = {"all-small": (SMALL, "-", "o"), "all-mid": (MID, "-", "s"), "10101": ("
          "best-fixed": ("#8c564b", "--", "v"), "oracle": ("#2ca02c", "-", "*"),
          "adaptive-family": ("#c2255c", "-", "D"), "adaptive-single": ("#7f7f7f", "--", "x"),
          "rule-match-2": ("#e6ab02", "-.", "P")}
-PANELS = (("speedup", "speedup over plain decoding"), ("tau", "tokens per round (accepted + 1, prefill not counted)"),
+PANELS = (("speedup", "speedup over plain decoding"),
+          ("A", "acceptance length A (new tokens / target forwards)"),
           ("mid_calls_per_round", "mid calls per round"))
 
 
 def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, float] | None = None,
                   curves: dict[str, object] | None = None, title: str = "") -> PlotFigure:
-    """`m`: one row per (ratio, schedule) with speedup, tau, mid_calls_per_round (`regime.summary`
+    """`m`: one row per (ratio, schedule) with speedup, A, mid_calls_per_round (`regime.summary`
     rows with a `ratio` column; adaptive runs as schedules of their own). `band`: ratios to shade;
     `marks`: name -> ratio; `curves`: name -> DeviceProfile whose verification curve is drawn."""
     fig = PlotFigure(figsize=(8.4, 7.6), layout="constrained")  # 840 px: the notebook's output area
@@ -90,7 +91,7 @@ def steps_figure(shares: pd.DataFrame, schedules: list[str], marks: dict[str, fl
     ratios = sorted(shares.loc[shares["schedule"].isin(have), "ratio"].unique())
     cmap = mpl.colormaps["Purples"].with_extremes(bad="#e6e6e6")
     fig = PlotFigure(figsize=(8.4, 1.0 + 2.0 * len(have)), layout="constrained")
-    axes = np.atleast_1d(fig.subplots(len(have), 1, squeeze=False)[:, 0]) if have else []
+    axes = fig.subplots(len(have), 1, squeeze=False)[:, 0] if have else []
     for ax, name in zip(axes, have):
         w = shares[shares["schedule"] == name].pivot_table(index="step", columns="ratio", values="share").sort_index()
         w = w.reindex(columns=ratios)

@@ -14,6 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from treegraft_lab.rounds import release_acceptance
 from treegraft_lab.schedule.signals import SIGNALS
 from treegraft_lab.viz.tree import COLORS
 
@@ -277,8 +278,8 @@ def acceptance_length(run) -> tuple[float, int, int]:
     the release's prefill emits a token and ours has none to emit, so on the same trees this reads
     at most one token per call lower than the release's count."""
     tokens = int(sum(len(ids) for ids in run.runs["output_ids"]))
-    forwards = len(run.rounds) + len(run.runs)
-    return (tokens / forwards if forwards else math.nan), tokens, forwards
+    a = release_acceptance(tokens, len(run.rounds), len(run.runs)) if len(run.runs) else math.nan
+    return a, tokens, len(run.rounds) + len(run.runs)
 
 
 def bench_acceptance(records: pd.DataFrame) -> pd.DataFrame:
@@ -292,7 +293,7 @@ def bench_acceptance(records: pd.DataFrame) -> pd.DataFrame:
     for (clock, method), g in r.groupby(["clock", "method"], sort=False):
         for cat, h in [*g.groupby("category"), ("overall", g)]:
             rows.append({"clock": clock, "category": cat, "method": method, "generations": len(h),
-                         "A": h["new_tokens"].sum() / (h["rounds"].sum() + len(h)),
+                         "A": release_acceptance(h["new_tokens"].sum(), h["rounds"].sum(), len(h)),
                          "accepted per round": h["accepted"].sum() / h["rounds"].sum()})
     return pd.DataFrame(rows, columns=["clock", "category", "method", "generations", "A", "accepted per round"])
 
