@@ -156,7 +156,7 @@ def test_the_regime_notebook_at_full_size_tables_every_ratio_the_family_was_deco
     assert not content_problems(nb), content_problems(nb)
     runs = regime.load_decodes(NB_DIR.parent / "data" / "regime" / "smollm2-pocket-lookup-topk", "a100-paper")
     family = sorted(runs.loc[runs["schedule"] == "adaptive-family", "ratio"].unique())
-    (cell,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "family / best endpoint" in c.source]
+    (cell,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "family / better" in c.source]
     html = next(o["data"]["text/html"] for o in cell.outputs if o.output_type == "execute_result")
     body = html[html.index("<tbody>"):html.index("</tbody>")]
     assert len(family) >= 6 and body.count("<tr>") == len(family)

@@ -156,8 +156,8 @@ def test_the_steps_figure_draws_one_heatmap_per_schedule_with_every_share_printe
     heat = [ax for ax in fig.axes if ax.images]
     assert [ax.get_title().split(":")[0] for ax in heat] == ["oracle", "10101"]
     for ax, name in zip(heat, ("oracle", "10101")):
-        printed = sorted(float(t.get_text()) for t in ax.texts)
-        assert printed == sorted(round(v, 2) for v in shares[shares.schedule == name]["share"])
+        printed = sorted(t.get_text() for t in ax.texts)
+        assert printed == sorted(f"{100 * v:.0f}%" for v in shares[shares.schedule == name]["share"])
         assert [t.get_text() for t in ax.get_xticklabels()] == ["0.1", "0.6\na100-paper", "1"]
 
 

@@ -262,10 +262,10 @@ TABLE_CSS = [{"selector": "th, td", "props": "padding: 2px 6px; text-align: righ
 
 
 def styled(df: pd.DataFrame, pct: tuple = (), ratio: tuple = (), ms: tuple = (), ints: tuple = (),
-           decimals: int = 2, pct_decimals: int = 1) -> Any:
+           decimals: int = 2, pct_decimals: int = 1, ratio_decimals: int = 2) -> Any:
     """`df` for display: shares as %, ratios as x, milliseconds rounded, other floats to `decimals`,
     "—" where a value does not apply (NaN), padded and right-aligned columns."""
-    fmt: dict[str, Any] = {c: f"{{:.{pct_decimals}%}}" for c in pct} | {c: "{:.2f}x" for c in ratio}
+    fmt: dict[str, Any] = {c: f"{{:.{pct_decimals}%}}" for c in pct} | {c: f"{{:.{ratio_decimals}f}}x" for c in ratio}
     fmt |= {c: "{:,.0f}" for c in (*ms, *ints)}
     rest = [c for c in df.columns if c not in fmt and pd.api.types.is_float_dtype(df[c])]
     fmt |= {c: f"{{:.{decimals}f}}" for c in rest}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import PercentFormatter
 
 from treegraft_lab.viz.stats import MID, SMALL, PlotFigure
 
@@ -82,7 +83,7 @@ def steps_figure(shares: pd.DataFrame, schedules: list[str], marks: dict[str, fl
                  title: str = "") -> PlotFigure:
     """WHEN within a round: one heatmap per schedule in `schedules` (rows: draft steps 1 .. D,
     columns: the ratios T_mid / T_tgt), each cell the share of rounds calling the mid drafter at
-    that step (`regime.step_shares`), printed in the cell; the panels share their columns, and a
+    that step (`regime.step_shares`), printed in the cell in %; the panels share their columns, and a
     ratio a schedule was not run at is left grey. A ratio within 2% of a `marks` ratio is
     labelled with its name."""
     import matplotlib as mpl
@@ -98,7 +99,7 @@ def steps_figure(shares: pd.DataFrame, schedules: list[str], marks: dict[str, fl
         im = ax.imshow(w.to_numpy(), vmin=0, vmax=1, cmap=cmap, aspect="auto")
         for (i, j), v in np.ndenumerate(w.to_numpy()):
             if np.isfinite(v):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7, color="white" if v > 0.6 else "black")
+                ax.text(j, i, f"{100 * v:.0f}%", ha="center", va="center", fontsize=7, color="white" if v > 0.6 else "black")
         labels = []
         for r in w.columns:
             tag = next((f"\n{k}" for k, v in (marks or {}).items() if abs(np.log(v / r)) < 0.02), "")
@@ -107,7 +108,7 @@ def steps_figure(shares: pd.DataFrame, schedules: list[str], marks: dict[str, fl
         ax.set_yticks(range(len(w.index)), [str(k) for k in w.index], fontsize=8)
         ax.set_ylabel("draft step")
         ax.set_title(f"{name}: share of rounds calling the mid drafter at each step", fontsize=10)
-        fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
+        fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01, format=PercentFormatter(1.0))
     if have:
         axes[-1].set_xlabel("T_mid / T_tgt")
     if title:
