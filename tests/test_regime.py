@@ -147,7 +147,7 @@ def test_step_shares_say_which_draft_steps_call_and_add_up_to_the_calls_per_roun
 
 
 def test_the_steps_figure_draws_one_heatmap_per_schedule_with_every_share_printed(replays):
-    from treegraft_lab.viz.regime import steps_figure
+    from treegraft_lab.viz.regime import share_text, steps_figure
 
     _, cfg, df = replays
     rows = regime.priced(regime.split(df, cfg.depth), STEEP, [0.1, 0.6, 1.0], ["10101", "oracle"])
@@ -157,8 +157,9 @@ def test_the_steps_figure_draws_one_heatmap_per_schedule_with_every_share_printe
     assert [ax.get_title().split(":")[0] for ax in heat] == ["oracle", "10101"]
     for ax, name in zip(heat, ("oracle", "10101")):
         printed = sorted(t.get_text() for t in ax.texts)
-        assert printed == sorted(f"{100 * v:.0f}%" for v in shares[shares.schedule == name]["share"])
+        assert printed == sorted(share_text(v) for v in shares[shares.schedule == name]["share"])
         assert [t.get_text() for t in ax.get_xticklabels()] == ["0.1", "0.6\na100-paper", "1"]
+    assert (share_text(0.0), share_text(0.004), share_text(0.44)) == ("0%", "<1%", "44%")
 
 
 def test_the_stored_decodes_record_each_rounds_schedule():

@@ -65,6 +65,11 @@ def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, floa
     return fig
 
 
+def share_text(v: float) -> str:
+    """A share as printed in a heatmap cell: whole percent, "<1%" for a share above 0 that rounds to 0."""
+    return "<1%" if 0 < v < 0.005 else f"{100 * v:.0f}%"
+
+
 def cpu_curve_name(profile) -> str:
     """The verification panel's name for a measured CPU profile: which CPU, dtype and threads."""
     return f"this CPU ({profile.device.split(', forward path')[0]})"
@@ -99,7 +104,7 @@ def steps_figure(shares: pd.DataFrame, schedules: list[str], marks: dict[str, fl
         im = ax.imshow(w.to_numpy(), vmin=0, vmax=1, cmap=cmap, aspect="auto")
         for (i, j), v in np.ndenumerate(w.to_numpy()):
             if np.isfinite(v):
-                ax.text(j, i, f"{100 * v:.0f}%", ha="center", va="center", fontsize=7, color="white" if v > 0.6 else "black")
+                ax.text(j, i, share_text(v), ha="center", va="center", fontsize=7, color="white" if v > 0.6 else "black")
         labels = []
         for r in w.columns:
             tag = next((f"\n{k}" for k, v in (marks or {}).items() if abs(np.log(v / r)) < 0.02), "")
