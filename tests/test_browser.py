@@ -35,6 +35,8 @@ ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--
 ARTIFACTS = Path(os.environ.get("BROWSER_ARTIFACTS") or Path(__file__).resolve().parent.parent / "test-artifacts" / "browser")
 VIEWPORT = {"width": 1280, "height": 1300}  # a laptop screen's width, JupyterLab's default layout (file browser open); tall for screenshots
 TWIN = "broken_twin.ipynb"
+ERROR_TWIN = "broken_twin_error.ipynb"  # the twin with its tiny-run cell made to error
+TINY_RUN_CELL = 9
 README_SHOTS = {"01_step_through.ipynb": (".tg-viewer", "viewer"), "02_tree_growth_animation.ipynb": (".js-plotly-plot", "growth"),
                 "05_scheduler_boundary.ipynb": (".js-plotly-plot", "boundary"), "06_schedule_playground.ipynb": (".tg-playground", "playground")}
 
@@ -154,8 +156,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def broken_twin() -> nbformat.NotebookNode:
-    """One cell per defect the checks must catch, and one clean cell. Cell i's expected check is TWIN_EXPECT[i]."""
+def broken_twin(tiny_run: str | None = None) -> nbformat.NotebookNode:
+    """One cell per defect the checks must catch, and one clean cell. Cell i's expected check is TWIN_EXPECT[i].
+    `tiny_run` replaces the cell that records the tiny run (TINY_RUN_CELL)."""
     cells = [
         "import ipywidgets as W, pandas as pd, plotly.graph_objects as go\nfrom matplotlib.figure import Figure\n"
         "def fig(**kw):\n    return go.Figure(go.Scatter(x=[0, 1], y=[0, 1], name='a line'), layout=kw)",
@@ -171,7 +174,7 @@ def broken_twin() -> nbformat.NotebookNode:
         "margin={'b': 150})",
         "W.HBox([W.Button(description='first'), W.Button(description='second', layout={'margin': '0 0 0 -60px'})])",
         "fig(width=500, height=300)",
-        tiny_run_cell(),
+        tiny_run or tiny_run_cell(),
         *[code for code, _ in TREE_TWINS],
         "from treegraft_lab.viz.regime import regime_figure\nf = regime_figure(pd.DataFrame({'ratio': [0.1, 1.0], "
         "'schedule': ['all-small'] * 2, 'speedup': [2.0, 2.0], 'A': [3.0, 3.0], 'mid_calls_per_round': [0.0, 0.0]}))\n"
@@ -189,7 +192,8 @@ def tiny_run_cell() -> str:
 
     return (inspect.getsource(tiny) + "\nfrom treegraft_lab import DecodeConfig, TreeGraftDecoder, record, viz\n"
             "from treegraft_lab.widgets import SchedulePlayground\n"
-            "pair = tiny_pair()\npair.mid = pair.target  # the target as its own mid drafter: paths get accepted\ndec = TreeGraftDecoder(pair, DecodeConfig(schedule='10101', budget=12))\n"
+            "pair = tiny_pair()\npair.mid = pair.target  # the target as its own mid drafter: paths get accepted\n"
+            "dec = TreeGraftDecoder(pair, DecodeConfig(schedule='10101', budget=12, clock='a100-paper'))  # no device profile needed\n"
             "with record(dec) as rec:\n    dec.generate([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], max_new_tokens=20)\n"
             "run = rec.to_run()\nR = int(run.rounds.sort_values('accepted').iloc[-1]['round'])\n"
             "def tree_trace(f, want):\n"
@@ -235,6 +239,7 @@ def lab(tmp_path_factory):
     for name in NOTEBOOKS:  # copies: JupyterLab may autosave outputs into them
         shutil.copy(NB_DIR / name, root / name)
     nbformat.write(broken_twin(), root / TWIN)
+    nbformat.write(broken_twin(tiny_run_cell().replace("budget=12", "budget=0")), root / ERROR_TWIN)
     smoke = os.environ.get("BROWSER_SMOKE", "1")  # BROWSER_SMOKE=0: the full notebooks, as a researcher runs them
     env = {**os.environ, "SMOKE": smoke, "TREEGRAFT_RUNS_DIR": str(runs), "RERECORD": "0", "HOME": str(home),
            "TREEGRAFT_LAB_CACHE": str(cache_dir()), "TREEGRAFT_PROFILE_CACHE": str(profile_cache()),  # measured once, shared
@@ -306,11 +311,32 @@ def open_and_run_all(browser, lab, name: str, timeout_s: float = 900):
     page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=90_000)
     page.locator("li.lm-MenuBar-item", has_text="Run").first.click()
     page.locator("li.lm-Menu-item", has_text="Run All Cells").first.click()
-    done = """() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
-                      return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }"""
-    page.wait_for_function(done, timeout=timeout_s * 1000, polling=500)
+    state = page.wait_for_function(RUN_ALL_STATE_JS, timeout=timeout_s * 1000, polling=500).json_value()
+    if state["cell"] >= 0:  # Run All stops at an error: say which cell and what, at once
+        page.screenshot(path=str(ARTIFACTS / f"error_{name.removesuffix('.ipynb')}.png"))
+        page.close()
+        pytest.fail(f"{name}: cell {state['cell']} ({state['source']!r}) raised an error:\n{state['error']}", pytrace=False)
     wait_widgets(page)
     return page
+
+
+# Run All's progress: {cell: -1} once every code cell has run; {cell: i, source, error} as soon as cell i shows an
+# error (a traceback, or an "XxxError: ..." line in its stderr output, as IPython prints a SyntaxError); else false.
+RUN_ALL_STATE_JS = r"""() => {
+  const cells = [...document.querySelectorAll('.jp-Notebook .jp-Cell')];
+  for (let i = 0; i < cells.length; i++) {
+    for (const o of cells[i].querySelectorAll(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")) {
+      const t = o.innerText || '';
+      const last = t.split('\n').map(l => l.trim()).filter(l => /^[A-Za-z_.]*(Error|Exception)\b/.test(l)).pop();
+      if (/Traceback \(most recent call last\)/.test(t) || last) {
+        const src = (cells[i].querySelector('.jp-InputArea-editor') || cells[i]).innerText.trim().split('\n')[0];
+        return {cell: i, source: src.slice(0, 80), error: last || t.slice(-400)};
+      }
+    }
+  }
+  const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
+  return p.length > 0 && p.every(e => /\[\d+\]/.test(e.textContent)) ? {cell: -1} : false;
+}"""
 
 
 def wait_widgets(page, seconds: float = 30) -> None:
@@ -541,6 +567,14 @@ def test_each_check_fails_on_its_broken_twin(browser, lab):
             assert (i, kind) in found, f"the {kind} check missed cell {i} of the broken twin: {problems}"
         else:
             assert not [p for p in problems if p[0] == i], f"a clean cell was flagged: {problems}"
+
+
+def test_run_all_fails_at_once_naming_the_cell_that_errors(browser, lab):
+    """Run All stops at the first error: the test names that cell and its error within a minute, instead of waiting
+    for prompt numbers that never come."""
+    with pytest.raises(pytest.fail.Exception,
+                       match=rf"cell {TINY_RUN_CELL} \(.*\) raised an error:\n.*TreeGraftError: .*budget"):
+        open_and_run_all(browser, lab, ERROR_TWIN, timeout_s=60)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

