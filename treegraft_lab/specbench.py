@@ -319,7 +319,7 @@ def speedup_table(pq: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame
     for g in _groups(pq):
         sel = pq if g == "overall" else pq[pq["group"] == g]
         b = sel[sel["method"] == base]
-        recounted = len(b) > 0 and bool(b["specbench_tokens"].notna().all())
+        recounted = len(b) > 0 and "specbench_tokens" in b and bool(b["specbench_tokens"].notna().all())
         base_tps = (b["specbench_tokens"] / b["wall_s"]).mean() if recounted else b["tokens_per_s"].mean()
         for m in dict.fromkeys(pq["method"]):
             s = sel[sel["method"] == m]
