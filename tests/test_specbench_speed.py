@@ -128,3 +128,16 @@ def test_bench_answers_prints_speed_py_as_the_spec_bench_speedup_with_ours_besid
         assert f"{m} {spec}" + ("" if spec == ours else f" (ours {ours})") in line
     assert "(ours" in line  # on these files the two differ for some method
     assert (run / "specbench.md").read_text().strip() in printed
+
+
+def test_the_overall_line_sets_ours_beside_spec_benchs_only_where_they_differ():
+    """By hand: the baseline's two answers are five words each, four tokens by speed.py's count (less one a turn),
+    as generated; x is 2x on both questions, y 1x then 4x (a ratio of means 2x, a mean of ratios 2.5x)."""
+    def line(q, n, t, words=5):
+        return {"question_id": q, "category": "qa", "choices": [{"turns": [" ".join(["w"] * words)], "new_tokens": [n],
+                                                                 "wall_time": [t], "accept_lengths": [1] * n}]}
+
+    answers = {"ar": [line(1, 4, 1.0), line(2, 4, 2.0)], "x": [line(1, 8, 1.0), line(2, 4, 1.0)],
+               "y": [line(1, 4, 1.0), line(2, 8, 1.0)]}
+    t = specbench.speedup_table(specbench.per_question(answers, lambda text: {"input_ids": text.split()}))
+    assert specbench.overall_line(t) == "Spec-Bench speedup, overall: ar 1.000x, x 2.000x, y 2.000x (ours 2.500x)"
