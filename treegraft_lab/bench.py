@@ -19,8 +19,9 @@ prompt (greedy: it must be identical; in bf16 the match rate is reported).
 Definitions, used everywhere in the tables:
 - tokens/s: new tokens / wall time of `generate` (prefill included), summed over prompts.
 - speedup: the mean over prompts of (method tokens/s) / (ar tokens/s) on that prompt (this
-  project's definition); repeats of one prompt are pooled first. Spec-Bench's, a ratio of means
-  per task group, is `treegraft_lab.specbench.speedup_table` (the `bench` command prints both).
+  project's definition); repeats of one prompt are pooled first. A ratio of means per task group
+  (Spec-Bench's averaging) is `treegraft_lab.specbench.speedup_table`; Spec-Bench's own figure, the
+  baseline recounted from its answer text, needs answer files (`bench --answers`).
 - A: accepted draft tokens per round, bonus token EXCLUDED; A+1: tokens per round, bonus included.
 - draft / verify / overhead: shares of round time; overhead is the part of the round spent
   outside model forwards (Python, tree bookkeeping), inside both drafting and verification.

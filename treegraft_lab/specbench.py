@@ -12,12 +12,14 @@ counted; plain decoding: one per token], "new_tokens": [tokens generated per tur
 forward accepted, bonus token included, every round of every turn; plain decoding: 1 each]}]`.
 A round cut short by max_new_tokens or the end of text still lists what the target accepted.
 
-Speedup per task group (Spec-Bench's `speed.py`): per question, tokens/s = sum of `new_tokens` /
-sum of `wall_time` over its turns; a group's speedup = the mean over its questions of the
-method's tokens/s / the same mean for the baseline (a ratio of means; Spec-Bench recounts the
-baseline's tokens with the tokenizer, here its `new_tokens` are used). Beside it this project's
-own definition: the mean over questions of the per-question ratio. Mean accepted tokens: the
-mean of all `accept_lengths` of the group pooled.
+Spec-Bench speedup per task group, its `evaluation/speed.py` arithmetic: a method's tokens/s on a
+question = sum of its `new_tokens` / sum of its `wall_time` over the turns; the baseline's tokens
+are not read from its `new_tokens` but recounted from its answer text, each turn re-tokenised with
+the target's tokenizer at its defaults, less one a turn (`specbench_tokens`); a group's speedup = the
+mean over the group's method questions of tokens/s / the mean over the group's baseline questions
+(a ratio of means). So the baseline set against itself need not give 1.00x. Beside it this
+project's own definition: the mean over questions of the per-question ratio, generated tokens on
+both sides. Mean accepted tokens: the mean of all `accept_lengths` of the group pooled.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ GROUPS = {"mt_bench": MT_BENCH, "translation": ("translation",), "summarization"
           "qa": ("qa",), "math_reasoning": ("math_reasoning",), "rag": ("rag",)}
 PLAIN = ("ar", "hf-stock")  # one token per target forward
 SPECBENCH_COLUMNS = {"questions": "questions", "tokens_per_s": "tokens/s (mean over questions)",
-                     "speedup": "Spec-Bench speedup (ratio of means)",
+                     "speedup": "Spec-Bench speedup (speed.py)",
                      "speedup_per_question": "our speedup (mean of per-question ratios)",
                      "mean_accepted": "mean accepted tokens"}
+GENERATED_HEADER = "ratio of means (generated tokens; no answer text to re-tokenise)"
 
 
 def group_of(category: str) -> str:
@@ -262,8 +265,17 @@ def pick_baseline(methods, baseline: str | None = None) -> str:
     raise TreeGraftError(f"which answer file is the baseline? name it (one of {', '.join(methods)})")
 
 
-def per_question(answers: dict[str, list[dict]]) -> pd.DataFrame:
-    """One row per (method, question): group, tokens, seconds, tokens/s, accept lengths summed."""
+def specbench_tokens(turns: list[str], tokenizer) -> int:
+    """Spec-Bench's count of a baseline answer's tokens: every turn's text encoded by `tokenizer` at its
+    defaults (special tokens added), one token less a turn for the BOS that encoding is assumed to
+    prepend. A tokenizer that prepends none (SmolLM2's) loses one real token a turn in this count."""
+    return sum(len(tokenizer(text)["input_ids"]) - 1 for text in turns)
+
+
+def per_question(answers: dict[str, list[dict]], tokenizer=None) -> pd.DataFrame:
+    """One row per (method, question): group, tokens, seconds, tokens/s, accept lengths summed, and
+    `specbench_tokens`: the answer text re-tokenised as Spec-Bench counts a baseline (NaN without a
+    `tokenizer`; give the target's, the one the answers were decoded with)."""
     rows = []
     for m, lines in answers.items():
         for a in lines:
@@ -271,7 +283,8 @@ def per_question(answers: dict[str, list[dict]]) -> pd.DataFrame:
             acc = c.get("accept_lengths") or []
             rows.append({"method": m, "question_id": str(a["question_id"]), "category": a["category"],
                          "group": group_of(a["category"]), "new_tokens": sum(c["new_tokens"]),
-                         "wall_s": sum(c["wall_time"]), "accept_sum": float(sum(acc)), "accept_n": len(acc)})
+                         "wall_s": sum(c["wall_time"]), "accept_sum": float(sum(acc)), "accept_n": len(acc),
+                         "specbench_tokens": math.nan if tokenizer is None else specbench_tokens(c["turns"], tokenizer)})
     df = pd.DataFrame(rows)
     df["tokens_per_s"] = df["new_tokens"] / df["wall_s"]
     return df
@@ -283,7 +296,7 @@ def records_per_question(records: pd.DataFrame) -> pd.DataFrame:
     g = r.groupby(["method", "question_id", "category"], sort=False)[["new_tokens", "wall_s"]].sum().reset_index()
     g["group"] = g["category"].map(group_of)
     g["tokens_per_s"] = g["new_tokens"] / g["wall_s"]
-    return g.assign(accept_sum=math.nan, accept_n=0)
+    return g.assign(accept_sum=math.nan, accept_n=0, specbench_tokens=math.nan)
 
 
 def _groups(pq: pd.DataFrame) -> list[str]:
@@ -292,38 +305,68 @@ def _groups(pq: pd.DataFrame) -> list[str]:
 
 
 def speedup_table(pq: pd.DataFrame, baseline: str | None = None) -> pd.DataFrame:
-    """Per (group, method): questions, mean tokens/s, Spec-Bench's speedup (ratio of means), ours
-    (mean of per-question ratios), mean accepted tokens. Groups: Spec-Bench's six present, overall."""
+    """Per (group, method): questions, mean tokens/s, the Spec-Bench speedup, ours, mean accepted tokens.
+
+    `speedup`: Spec-Bench's speed.py, the method's mean tokens/s over the baseline's mean tokens/s
+    (`baseline_tokens_per_s`) counted on its re-tokenised text; where the baseline has no text
+    (`per_question` without a tokenizer, `records_per_question`) on its generated tokens, and
+    `baseline_counted` says which. `speedup_generated`: the same ratio of means on generated tokens.
+    `speedup_per_question`: ours, the mean of per-question ratios. Groups: Spec-Bench's six present,
+    then overall."""
     base = pick_baseline(dict.fromkeys(pq["method"]), baseline)
     ref = pq[pq["method"] == base].set_index("question_id")["tokens_per_s"]
     rows = []
     for g in _groups(pq):
         sel = pq if g == "overall" else pq[pq["group"] == g]
         b = sel[sel["method"] == base]
+        recounted = len(b) > 0 and "specbench_tokens" in b and bool(b["specbench_tokens"].notna().all())
+        base_tps = (b["specbench_tokens"] / b["wall_s"]).mean() if recounted else b["tokens_per_s"].mean()
         for m in dict.fromkeys(pq["method"]):
             s = sel[sel["method"] == m]
             if s.empty:
                 continue
-            ratio = s["tokens_per_s"] / s["question_id"].map(ref)
+            tps = s["tokens_per_s"].mean()
             n_acc = s["accept_n"].sum()
-            rows.append({"group": g, "method": m, "questions": len(s), "tokens_per_s": s["tokens_per_s"].mean(),
-                         "speedup": s["tokens_per_s"].mean() / b["tokens_per_s"].mean() if len(b) else math.nan,
-                         "speedup_per_question": ratio.mean(),
+            rows.append({"group": g, "method": m, "questions": len(s), "tokens_per_s": tps,
+                         "baseline_tokens_per_s": base_tps if len(b) else math.nan,
+                         "baseline_counted": "re-tokenised" if recounted else "generated",
+                         "speedup": tps / base_tps if len(b) else math.nan,
+                         "speedup_generated": tps / b["tokens_per_s"].mean() if len(b) else math.nan,
+                         "speedup_per_question": (s["tokens_per_s"] / s["question_id"].map(ref)).mean(),
                          "mean_accepted": s["accept_sum"].sum() / n_acc if n_acc else math.nan})
     return pd.DataFrame(rows)
 
 
 def speedup_markdown(table: pd.DataFrame, baseline: str = "ar") -> str:
-    """The speedup table as Markdown, both definitions named."""
+    """The speedup table as Markdown: Spec-Bench's speed.py figure (3 decimals) and ours beside it."""
     def f(x, spec, suffix=""):
         return "–" if x != x else f"{x:{spec}}{suffix}"
 
-    head = ["group", "method", *SPECBENCH_COLUMNS.values()]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    recounted = bool((table["baseline_counted"] == "re-tokenised").all())
+    cols = {**SPECBENCH_COLUMNS, **({} if recounted else {"speedup": GENERATED_HEADER})}
+    lines = ["| " + " | ".join(["group", "method", *cols.values()]) + " |", "|" + "---|" * (len(cols) + 2)]
     for r in table.itertuples():
-        lines.append(f"| {r.group} | {r.method} | {r.questions} | {f(r.tokens_per_s, '.1f')} | {f(r.speedup, '.2f', 'x')} "
-                     f"| {f(r.speedup_per_question, '.2f', 'x')} | {f(r.mean_accepted, '.2f')} |")
-    note = (f"Speedup over {baseline}. Spec-Bench speedup = mean over questions of tokens/s / the same mean for "
-            f"{baseline} (ratio of means, Spec-Bench's speed.py); ours = mean over questions of the per-question ratio. "
+        lines.append(f"| {r.group} | {r.method} | {r.questions} | {f(r.tokens_per_s, '.1f')} | {f(r.speedup, '.3f', 'x')} "
+                     f"| {f(r.speedup_per_question, '.3f', 'x')} | {f(r.mean_accepted, '.2f')} |")
+    if recounted:
+        how = (f"Spec-Bench speedup = mean over questions of tokens/s / the same mean for {baseline}, whose tokens are "
+               "recounted from its answer text (each turn re-tokenised, less one), as Spec-Bench's speed.py does; "
+               f"so {baseline} against itself need not be 1.000x.")
+    else:
+        how = (f"Ratio of means = mean over questions of tokens/s / the same mean for {baseline}, generated tokens on "
+               "both sides (Spec-Bench's speed.py recounts the baseline from answer files: bench --answers).")
+    note = (f"Speedup over {baseline}. {how} Ours = mean over questions of the per-question ratio, generated tokens. "
             "Mean accepted tokens = tokens per target forward, bonus included (Spec-Bench's accept_lengths).")
     return "\n".join(lines) + "\n\n" + note
+
+
+def overall_line(table: pd.DataFrame) -> str:
+    """One line: each method's overall Spec-Bench speedup (speed.py), ours beside it where the two
+    differ at three decimals."""
+    overall = table[table["group"] == "overall"]
+    parts = []
+    for r in overall.itertuples():
+        ours = f"{r.speedup_per_question:.3f}x"
+        parts.append(f"{r.method} {r.speedup:.3f}x" + ("" if f"{r.speedup:.3f}x" == ours else f" (ours {ours})"))
+    what = "Spec-Bench speedup" if (overall["baseline_counted"] == "re-tokenised").all() else "Ratio of means (generated tokens)"
+    return f"{what}, overall: " + ", ".join(parts)

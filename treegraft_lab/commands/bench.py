@@ -3,12 +3,13 @@
 Writes records.parquet, summary.parquet, results.md, specbench.md and results.json to --out
 (default data/bench/<pair>-<timestamp>/); with --json prints one JSON object
 {"overall": {method: speedup}, "per_category": {category: {method: speedup}}, "specbench":
-{group: {method: speedup}}} and nothing else. The tables print Spec-Bench's speedup per task group
-(a ratio of means) beside this project's mean of per-prompt ratios.
+{group: {method: speedup}}} and nothing else. The tables print a ratio of means per task group (Spec-Bench's
+averaging) beside this project's mean of per-prompt ratios.
 
 With --answers DIR every turn of every question is decoded with the conversation so far and one
 Spec-Bench answer file per method is written to DIR/<method>.jsonl (`treegraft_lab.specbench`);
-the tables then come from those multi-turn generations.
+the tables then come from those files with Spec-Bench's speed.py arithmetic (the baseline's answer
+text re-tokenised with the target's tokenizer), and "specbench" in --json holds that figure.
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
     print(bench.render_markdown(result))
     print("\n" + md)
     if args.answers:
+        print("\n" + specbench.overall_line(table))
         print(f"\n-- Spec-Bench answer files in {args.answers}")
     print(f"\n-- saved to {out}")
     return 0
@@ -131,7 +133,7 @@ def _answers(pair, prompts, methods, args, budget, settings, growth):
                           "turns": "every turn, conversation so far (Spec-Bench)"})
     answers, _ = specbench.read_answers(args.answers)
     answers = {m: answers[m] for m in meta["settings"]["methods"]}  # this run's files, read back
-    return bench.BenchResult(records, bench.summarize(records), meta), specbench.speedup_table(specbench.per_question(answers))
+    return bench.BenchResult(records, bench.summarize(records), meta), specbench.speedup_table(specbench.per_question(answers, pair.tokenizer))
 
 
 def _drafter_info(mid_id: str) -> dict:
