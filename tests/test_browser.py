@@ -179,6 +179,7 @@ def broken_twin(tiny_run: str | None = None) -> nbformat.NotebookNode:
         "from treegraft_lab.viz.regime import regime_figure\nf = regime_figure(pd.DataFrame({'ratio': [0.1, 1.0], "
         "'schedule': ['all-small'] * 2, 'speedup': [2.0, 2.0], 'A': [3.0, 3.0], 'mid_calls_per_round': [0.0, 0.0]}))\n"
         "f.set_size_inches(26, 7)\nf",  # the regime map drawn far wider than the screen
+        *[code for code, _ in OTHER_TWINS],
     ]
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
@@ -219,8 +220,17 @@ TREE_TWINS = [  # a tree figure, or another view, with one defect each; the play
     ("pg = SchedulePlayground(pair, run, round=R, clock='a100-paper', prune='topk', repeats=1)\npg.replay()\n"
      "pg._check_stale = lambda: None  # the defect: no cue when a control moves\npg", None),
 ]
+OTHER_TWINS = [  # defects the page-level checks catch (not look()'s cell checks): cell source, what catches it
+    ("from IPython.display import HTML\nHTML('<img src=\"https://example.invalid/pixel.png\" width=1 height=1>')",
+     "outside-request"),
+    ("b = W.VBox([go.FigureWidget(go.Scatter(x=[0, 0.001], y=[0, 0], mode='markers+text', text=['first label', "
+     "'second label']), layout={'width': 500, 'height': 300, 'xaxis': {'range': [-1, 1]}})])\nb.add_class('tg-twin-labels')\nb", "labels-overlap"),
+    ("sticky = SchedulePlayground(pair, run, round=R, clock='a100-paper', prune='topk', repeats=1)\nsticky.replay()\n"
+     "sticky.changed = lambda: {'budget': (12, 13)}  # the defect: the cue never clears\n"
+     "sticky.add_class('tg-twin-sticky')\nsticky", "stale-cue-not-cleared"),
+]
 TWIN_EXPECT = [None, "matplotlib-text", "widget-not-shown", "wider-than-output", "wider-than-output", "outside-figure",
-               "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS] + ["image-shrunk"]
+               "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS] + ["image-shrunk"] + [None] * len(OTHER_TWINS)
 WORDS = {"01_step_through.ipynb", "02_tree_growth_animation.ipynb", "06_schedule_playground.ipynb", TWIN}  # headers in words
 
 
@@ -370,16 +380,20 @@ def wait_changed(page, selector: str, old: str, timeout_s: float = 60) -> None:
                            arg=[selector, old], timeout=timeout_s * 1000)
 
 
-def assert_labels_apart(page) -> None:
-    boxes = page.eval_on_selector_all(".tg-viewer .js-plotly-plot .textpoint text",
+def overlapping_labels(page, root: str = ".tg-viewer") -> list[tuple[str, str]]:
+    """Pairs of text labels of the plotly figure(s) under `root` that overlap on screen; fails if none is drawn."""
+    boxes = page.eval_on_selector_all(f"{root} .js-plotly-plot .textpoint text",
                                       "els => els.map(e => { const r = e.getBoundingClientRect();"
                                       " return [r.left, r.top, r.right, r.bottom, e.textContent]; })")
     drawn = [b for b in boxes if b[4] and b[2] > b[0]]
-    assert drawn, "the tree has no labels on screen"
-    for i, a in enumerate(drawn):
-        for b in drawn[i + 1:]:
-            apart = min(a[2], b[2]) - max(a[0], b[0]) <= 1 or min(a[3], b[3]) - max(a[1], b[1]) <= 1
-            assert apart, f"labels {a[4]!r} and {b[4]!r} overlap on screen"
+    assert drawn, f"{root}: no labels on screen"
+    return [(a[4], b[4]) for i, a in enumerate(drawn) for b in drawn[i + 1:]
+            if min(a[2], b[2]) - max(a[0], b[0]) > 1 and min(a[3], b[3]) - max(a[1], b[1]) > 1]
+
+
+def assert_labels_apart(page) -> None:
+    overlaps = overlapping_labels(page)
+    assert not overlaps, f"labels overlap on screen: {overlaps[:3]}"
 
 
 def check_cell(page, selector: str) -> list[tuple[str, str]]:
@@ -556,11 +570,18 @@ INTERACT = {"01_step_through.ipynb": interact_01, "02_tree_growth_animation.ipyn
 
 
 def test_each_check_fails_on_its_broken_twin(browser, lab):
-    page = open_and_run_all(browser, lab, TWIN, timeout_s=120)
+    page = open_and_run_all(browser, lab, TWIN, timeout_s=180)
     problems = look(page, TWIN)
     stale = stale_cue(page)  # the twin's playground gives no cue when a control moves
+    sticky = stale_cue(page, ".tg-twin-sticky")  # this one's cue never clears
+    overlaps = overlapping_labels(page, ".tg-twin-labels")
     page.close()
+    outside = [u for u in browser[1] if "example.invalid" in u]
+    browser[1][:] = [u for u in browser[1] if u not in outside]  # the twin's own request, caught: not the notebooks'
     assert [kind for kind, _ in stale] == ["stale-without-cue"], stale
+    assert [kind for kind, _ in sticky] == ["stale-cue-not-cleared"], sticky
+    assert overlaps == [("first label", "second label")], overlaps
+    assert outside, "the outside-request check missed the twin's image from example.invalid"
     found = {(i, kind) for i, kind, _ in problems}
     for i, kind in enumerate(TWIN_EXPECT):
         if kind:
