@@ -98,12 +98,12 @@ def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], gro
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule.adaptive import default_folder
 
-    if args.target or args.mid:
+    if getattr(args, "target", None) or getattr(args, "mid", None):
         return
     trees = DecodeConfig(**growth)
     name, kind = args.pair or "smollm2-pocket", trees.growth
     for clock, prune in clocks:
-        folder = default_folder(name, clock, prune, kind, args.device, args.dtype, trees.small)
+        folder = default_folder(name, clock, prune, kind, getattr(args, "device", "auto"), args.dtype, trees.small)
         if not (folder / "scheduler.json").is_file():
             raise TreeGraftError(f"no scheduler for pair {name!r} with clock {clock!r}, prune={prune!r}, {kind} growth, "
                                  f"small drafter {trees.small} "
