@@ -60,6 +60,19 @@ REFUSED = [
     (["generate", "hi", "--small", "trie"], "small must be one of"),
     (["bench", "--methods", "small", "--prompts", MISSING], f"prompt file '{MISSING}' not found"),
     (["demo", "--pair", "no-such-pair", "--max-new-tokens", "0"], "--max-new-tokens must be >= 1"),
+    (["demo", "--pair", "no-such-pair"], "unknown pair 'no-such-pair'; known pairs: "),
+    (["collect", "--pair", "no-such-pair"], "unknown pair 'no-such-pair'"),
+    (["regime", "--decode", "--pair", "no-such-pair"], "unknown pair 'no-such-pair'"),
+    (["regime", "--decode", "--scheduler", "m=small", "--max-new", "0"], "--max-new 0: give a number >= 1"),
+    (["scheduler", "compare", "--schedules", "small", "--pair", "no-such-pair"], "unknown pair 'no-such-pair'"),
+    (["scheduler", "compare", "--schedules", "small", "--max-new", "0"], "--max-new 0: give a number >= 1"),
+    (["scheduler", "compare", "--schedules", "small", "--per-category", "0"], "no prompts in 'treegraft-suite'"),
+    (["generate", "hi", "--max-new-tokens", "0"], "--max-new-tokens 0: give a number >= 1"),
+    (["generate", "hi", "--pair", "no-such-pair"], "unknown pair 'no-such-pair'"),
+    (["check-lossless", "--prompts", "treegraft-suite", "--limit", "0"], "no prompts in 'treegraft-suite'"),
+    (["check-lossless", "--prompts", "treegraft-suite", "--max-new-tokens", "0"], "--max-new-tokens 0: give a number >= 1"),
+    (["bench", "--methods", "small", "--limit-per-category", "0"], "no prompts in 'treegraft-suite'"),
+    (["bench", "--methods", "small", "--pair", "no-such-pair"], "unknown pair 'no-such-pair'"),
 ]
 
 

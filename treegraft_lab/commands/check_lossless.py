@@ -19,6 +19,9 @@ from treegraft_lab.commands.common import (
     add_clock_arguments,
     add_growth_arguments,
     add_pair_arguments,
+    check_pair,
+    check_positive,
+    check_prompts,
     check_scheduler,
     clocks_from_args,
     growth_from_args,
@@ -89,6 +92,9 @@ def run(args: argparse.Namespace) -> int:
 
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit, per_category=args.per_category)
+    check_prompts(prompts, args)
+    check_positive(max_new_tokens=args.max_new_tokens)
+    check_pair(None if args.target else args.pair)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
     configs = {s if c == "wall" else f"{s}@{c}": DecodeConfig(schedule="small" if s in PEERS else s, budget=args.budget, prune=p,
                                                               clock=c, **growth_from_args(args))

@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from treegraft_lab.commands.common import add_prune_argument, growth_from_args
+from treegraft_lab.commands.common import add_prune_argument, check_pair, growth_from_args
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import TRAJECTORIES_DIR
 
@@ -96,6 +96,7 @@ def check_inputs(args: argparse.Namespace) -> tuple[dict, list[dict]]:
     for flag, value in (("--states", args.states), ("--max-new", args.max_new)):
         if value < 1:
             raise TreeGraftError(f"{flag} {value}: give a number >= 1")
+    check_pair(None if args.target else args.pair)
     decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune, **growth_from_args(args)}
     DecodeConfig(**decode)  # a bad budget, depth, width, growth or small drafter
     prompts = load_prompts(args.prompts, split=args.split, limit=args.limit, per_category=args.per_category)

@@ -95,7 +95,10 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         from treegraft_lab import load_pair, load_prompts
+        from treegraft_lab.commands.common import check_pair, check_positive
 
+        check_pair(args.pair)
+        check_positive(max_new=args.max_new, starts=args.starts)
         schedulers = _schedulers(args)
         if args.decode:
             regime.resolve_schedulers(schedulers, cfg.depth)  # a bad one is refused before any model loads

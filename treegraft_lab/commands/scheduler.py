@@ -93,7 +93,14 @@ def compare(args: argparse.Namespace) -> dict:
 
     from treegraft_lab import load_pair, load_prompts, measure
     from treegraft_lab.commands.collect import parse_shard
-    from treegraft_lab.commands.common import _int, check_scheduler, check_settings
+    from treegraft_lab.commands.common import (
+        _int,
+        check_pair,
+        check_positive,
+        check_prompts,
+        check_scheduler,
+        check_settings,
+    )
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.errors import TreeGraftError
@@ -107,6 +114,9 @@ def compare(args: argparse.Namespace) -> dict:
     if "adaptive" in scheds:
         check_scheduler(args, [("wall", args.prune)], {})
     prompts = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
+    check_prompts(prompts, argparse.Namespace(prompts="treegraft-suite", split=args.split))
+    check_positive(max_new=args.max_new)
+    check_pair(args.pair)
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, dtype=args.dtype)
