@@ -30,6 +30,7 @@ def no_model_loads(monkeypatch):
 MISSING = "no/such/prompts.jsonl"
 
 REFUSED = [
+    (["collect", "--shard", "3/2"], "--shard '3/2': need n >= 1 and 0 <= i < n"),
     (["collect", "--budget", "0"], "budget must be an integer >= 1"),
     (["collect", "--prompts", MISSING], f"prompt file '{MISSING}' not found"),
     (["collect", "--small", "trie"], "small must be one of ngram, recycling, suffix"),
