@@ -148,12 +148,21 @@ def test_missing_folder_and_missing_mid(tmp_path, tiny_llama_dir):
     assert pair.mid is None and pair.target is not None
 
 
-def test_pocket_pair_without_drafter_says_how_to_make_it(tmp_path, monkeypatch):
+@pytest.fixture
+def no_weights_load(monkeypatch):
+    """transformers' `from_pretrained` fails loudly: a refusal must come before any weights load."""
+    from transformers import AutoModelForCausalLM
+
+    def fail(*a, **k):
+        raise AssertionError("weights were loaded before the refusal")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", fail)
+
+
+def test_pocket_pair_without_drafter_says_how_to_make_it(tmp_path, monkeypatch, no_weights_load):
     monkeypatch.setattr(models, "POCKET_DRAFTER_DIR", tmp_path / "no-drafter")
-    t0 = time.perf_counter()
     with pytest.raises(TreeGraftError, match="drafter .*missing.*treegraft-lab zoo distill"):
         load_pair("smollm2-pocket")
-    assert time.perf_counter() - t0 < 5  # refused before loading any weights
 
 
 @pytest.fixture
@@ -170,12 +179,10 @@ def hub(monkeypatch, tmp_path):
     {"name": "qwen3-32b/1.7b"},
     {"target": "Qwen/Qwen3-32B", "mid": "Qwen/Qwen3-0.6B"},
 ])  # fmt: skip
-def test_hub_id_fails_fast_when_refused(hub, kwargs):
+def test_an_unreachable_hub_is_refused_before_any_weights_load(hub, kwargs, no_weights_load):
     hub("http://127.0.0.1:9")  # nothing listens there
-    t0 = time.perf_counter()
     with pytest.raises(TreeGraftError, match="cannot reach the Hugging Face hub for 'Qwen/Qwen3-32B'"):
         load_pair(**kwargs)
-    assert time.perf_counter() - t0 < 10
 
 
 def test_hub_that_never_answers_is_given_up_on(hub, monkeypatch):
@@ -214,15 +221,18 @@ def test_hub_answers_not_found_or_gated(hub, status, message):
         server.shutdown()
 
 
-def test_hub_offline_mode_fails_at_once(monkeypatch, tmp_path):
+def test_hub_offline_mode_is_refused_before_any_weights_load(monkeypatch, tmp_path, no_weights_load):
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    t0 = time.perf_counter()
+    from huggingface_hub import utils
+
+    asked = []
+    monkeypatch.setattr(utils, "get_session", lambda *a, **k: asked.append(a) or pytest.fail("asked the hub"))
     with pytest.raises(TreeGraftError, match="pass the local folder"):
         load_pair(target="meta-llama/Llama-3.1-8B-Instruct", mid="meta-llama/Llama-3.2-1B-Instruct")
-    assert time.perf_counter() - t0 < 2
+    assert asked == []  # offline: not even one request
 
 
 def test_not_a_name_nor_a_hub_id():

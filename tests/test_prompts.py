@@ -162,7 +162,7 @@ def test_cli_prompts_option_takes_a_question_jsonl_path(tmp_path, monkeypatch):
         ],
     )
     loaded, real = [], prompts_mod.load_prompts
-    monkeypatch.setattr(prompts_mod, "load_prompts", lambda *a, **k: loaded.append(real(*a, **k)))
+    monkeypatch.setattr(prompts_mod, "load_prompts", lambda *a, **k: loaded.append(real(*a, **k)) or loaded[-1])
 
     class Stop(Exception):
         pass

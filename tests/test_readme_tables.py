@@ -29,15 +29,31 @@ def readme_table(header: str) -> list[list[str]]:
     return rows
 
 
-def number(cell: str) -> float:
-    return float(cell.replace("*", "").rstrip("x"))
+def labelled(header: str) -> dict[str, list[str]]:
+    """The README table headed `header` as {row label: its other cells}, bold marks dropped (they
+    are emphasis, not numbers); every label once."""
+    rows = readme_table(header)
+    out = {r[0]: [c.replace("**", "") for c in r[1:]] for r in rows}
+    assert len(out) == len(rows), f"a row label repeats in the README table {header!r}"
+    return out
 
 
-def bench_cells(folder: str, clock: str, methods: list[str]) -> dict[str, list[float]]:
-    """Per category (and overall): the methods' speedups on `clock` from a benchmark's summary."""
+def assert_rows(header: str, want: dict[str, list[str]], source: str) -> None:
+    """Each README row, found by its label, holds exactly `want[label]` as formatted text."""
+    got = labelled(header)
+    assert list(got) == list(want), f"README rows {list(got)} against {source}'s {list(want)}"
+    for label, cells in want.items():
+        assert got[label] == cells, f"README row {label!r}: {got[label]} against {source}: {cells}"
+
+
+def x(v: float) -> str:
+    return f"{v:.2f}x"
+
+
+def bench_summary(folder: str, clock: str) -> pd.DataFrame:
+    """A benchmark's summary rows on `clock`, indexed by (category, method)."""
     d = pd.read_parquet(DATA_DIR / "bench" / folder / "summary.parquet")
-    table = d[d["clock"] == clock].pivot_table(index="category", columns="method", values="speedup")
-    return {cat: [float(table.loc[cat, m]) for m in methods] for cat in (*CATEGORIES, "overall")}
+    return d[d["clock"] == clock].set_index(["category", "method"])
 
 
 @pytest.mark.parametrize("header, folder, clock, columns", [
@@ -47,46 +63,130 @@ def bench_cells(folder: str, clock: str, methods: list[str]) -> dict[str, list[f
      "smollm2-pocket-a100-lookup", "a100-paper", ["small", "adaptive", "hf-pld", "small/hf-pld"]),
 ])
 def test_the_readme_per_category_bench_tables_match_their_results(header, folder, clock, columns):
-    plain = [c for c in columns if "/" not in c]
-    want = bench_cells(folder, clock, plain)
-    rows = readme_table(header)
-    assert [r[0] for r in rows] == [*CATEGORIES, "overall"]
-    for row in rows:
-        got = dict(zip(plain, want[row[0]]))
-        for cell, col in zip(row[1:], columns):
-            a, _, b = col.partition("/")
-            value = got[a] / got[b] if b else got[a]
-            assert number(cell) == pytest.approx(value, abs=0.006), f"{folder} {row[0]} {col}: README {cell}, file {value:.3f}"
+    sp = bench_summary(folder, clock)["speedup"]
+
+    def cell(cat: str, col: str) -> str:
+        a, _, b = col.partition("/")
+        return f"{sp[cat, a] / sp[cat, b]:.2f}" if b else x(sp[cat, a])
+
+    assert_rows(header, {cat: [cell(cat, c) for c in columns] for cat in (*CATEGORIES, "overall")}, folder)
+
+
+SMALL_AB = {  # README label -> the method of data/growth/small-ab-wall.json
+    "HF prompt lookup": "HF prompt lookup",
+    "n-gram": "ngram",
+    "n-gram + recycling, recycled candidates under every node": "ngram+recycling, everywhere",
+    "n-gram + recycling, where the match is shorter than 1": "ngram+recycling, match < 1",
+    "n-gram + recycling, where the match is shorter than 2 (default)": "ngram+recycling, match < 2 (default)",
+    "n-gram + recycling, where the match is shorter than 3": "ngram+recycling, match < 3",
+}
 
 
 def test_the_readme_small_drafter_table_matches_its_json():
     doc = json.loads((DATA_DIR / "growth" / "small-ab-wall.json").read_text())
     by_method = {r["method"]: r for r in doc["rows"]}
+    assert set(by_method) - {"plain decoding"} == set(SMALL_AB.values())
     header = ("| small drafter | speedup over plain | / prompt lookup | worst category / prompt lookup | code | math "
               "| multi_turn | qa | rewrite | summarization |")
-    rows = readme_table(header)
-    assert len(rows) >= 3
-    # README names, in the JSON's order after plain decoding
-    methods = [r["method"] for r in doc["rows"] if r["method"] != "plain decoding"]
-    assert len(rows) == len(methods)
-    for row, method in zip(rows, methods):
-        r = by_method[method]
-        want = [r["speedup"], r["over_prompt_lookup"], r["worst_category_over_prompt_lookup"],
-                *(r["per_category"][c] for c in CATEGORIES)]
-        for cell, value in zip(row[1:], want):
-            assert number(cell) == pytest.approx(value, abs=0.006), f"{row[0]} ({method}): README {cell}, file {value:.3f}"
+    want = {label: [x(r["speedup"]), f"{r['over_prompt_lookup']:.3f}", f"{r['worst_category_over_prompt_lookup']:.3f}",
+                    *(x(r["per_category"][c]) for c in CATEGORIES)]
+            for label, r in ((label, by_method[m]) for label, m in SMALL_AB.items())}
+    assert_rows(header, want, "small-ab-wall.json")
 
 
-def test_every_row_of_the_readme_modelled_small_drafter_table_is_in_its_json():
+SMALL_MODELLED = {  # README label -> the entry of data/growth/small-a100-paper-topk.json
+    "HF prompt lookup (peer)": "HF prompt lookup",
+    "suffix decoding (peer)": "suffix decoding (the peer)",
+    "n-gram, release growth": "release",
+    "suffix, release growth": "release, suffix",
+    "n-gram + suffix, release growth": "release, n-gram + suffix",
+    "n-gram, lookup growth (default)": "lookup, n-gram",
+    "suffix, lookup growth": "lookup, suffix",
+    "n-gram + suffix, lookup growth": "lookup, n-gram + suffix",
+}
+
+
+def test_the_readme_modelled_small_drafter_table_matches_its_json():
     doc = json.loads((DATA_DIR / "growth" / "small-a100-paper-topk.json").read_text())
-    cols = (*CATEGORIES, "overall")
-    entries = {name: [v[c] for c in cols] for name, v in doc["speedup"].items()}
-    rows = readme_table("| small drafter, growth | code | math | multi_turn | qa | rewrite | summarization | overall |")
-    assert len(rows) >= 3
-    for row in rows:
-        cells = [number(c) for c in row[1:]]
-        found = [n for n, vals in entries.items() if all(abs(a - b) <= 0.006 for a, b in zip(cells, vals))]
-        assert found, f"README row {row[0]!r} {cells} matches no entry of small-a100-paper-topk.json"
+    assert set(doc["speedup"]) == set(SMALL_MODELLED.values())
+    want = {label: [x(doc["speedup"][key][c]) for c in (*CATEGORIES, "overall")] for label, key in SMALL_MODELLED.items()}
+    assert_rows("| small drafter, growth | code | math | multi_turn | qa | rewrite | summarization | overall |", want,
+                "small-a100-paper-topk.json")
+
+
+def test_the_readme_main_and_ablation_tables_match_the_modelled_benchmark():
+    from treegraft_lab.viz.stats import bench_acceptance
+
+    folder = "smollm2-pocket-a100-modelled"
+    s = bench_summary(folder, "a100-paper").loc["overall"]
+    rec = pd.read_parquet(DATA_DIR / "bench" / folder / "records.parquet")
+    acc = bench_acceptance(rec)
+    a = acc[(acc["clock"] == "a100-paper") & (acc["category"] == "overall")].set_index("method")["A"]
+    ours = "ours, SmolLM2-135M / pocket drafter, modelled on a100-paper"
+    main = labelled("| main table (speedup over plain decoding) | All Small | All Mid | TreeGraft (adaptive) | oracle "
+                    "| HF prompt lookup |")
+    assert main[ours] == [x(s.loc[m, "speedup"]) for m in ("small", "mid", "adaptive", "oracle", "hf-pld")]
+    abl = labelled("| ablation (speedup / A) | CSD | w/o EG | w/o ND | fixed 10101 | adaptive |")
+    methods = ("csd", "no-eg", "no-nd", "10101", "adaptive")
+    assert abl["ours, modelled on a100-paper, all 6 categories"] == [f"{x(s.loc[m, 'speedup'])} / {a[m]:.2f}" for m in methods]
+    assert abl["ours: accepted draft tokens / round (our definition)"] == [f"{s.loc[m, 'accepted_per_round']:.2f}"
+                                                                          for m in methods]
+
+
+def _or_dash(v: float, fmt: str) -> str:
+    return "-" if pd.isna(v) else format(v, fmt)
+
+
+def test_the_readme_release_growth_wall_table_matches_its_benchmark():
+    from treegraft_lab.viz.stats import bench_acceptance
+
+    folder = "smollm2-pocket-wall-value"
+    s = bench_summary(folder, "wall").loc["overall"]
+    acc = bench_acceptance(pd.read_parquet(DATA_DIR / "bench" / folder / "records.parquet"))
+    a = acc[acc["category"] == "overall"].set_index("method")["A"]
+    labels = {"plain decoding (`ar`, HF `generate` on the packed path)": "ar", "HF prompt lookup (`hf-pld`)": "hf-pld",
+              "TreeGraft all-small": "small", "TreeGraft adaptive (`cpu-float32-value` scheduler)": "adaptive",
+              "TreeGraft fixed 10101": "10101"}
+    want = {label: [f"{s.loc[m, 'tokens_per_s']:.1f}", x(s.loc[m, "speedup"]), _or_dash(a.get(m), ".2f"),
+                    _or_dash(s.loc[m, "accepted_per_round"], ".2f"), _or_dash(s.loc[m, "mid_calls_per_round"], ".2f"),
+                    f"{100 * s.loc[m, 'match_rate']:.0f}%"] for label, m in labels.items()}
+    assert_rows("| method | tokens/s | speedup over plain decoding | A (new tokens / target forward) "
+                "| ours: accepted draft tokens / round | mid calls / round | identical to plain |", want, folder)
+
+
+def test_the_readme_wall_peers_table_matches_its_benchmark():
+    from treegraft_lab import specbench
+    from treegraft_lab.viz.stats import bench_acceptance
+
+    folder = "smollm2-pocket-wall-peers"
+    s = bench_summary(folder, "wall").loc["overall"]
+    rec = pd.read_parquet(DATA_DIR / "bench" / folder / "records.parquet")
+    acc = bench_acceptance(rec)
+    a = {**acc[acc["category"] == "overall"].set_index("method")["A"].to_dict(), "ar": 1.0}  # plain: one token a forward
+    ratio_of_means = specbench.speedup_table(specbench.records_per_question(rec)).set_index(["group", "method"])["speedup"]
+    labels = {"plain decoding (`ar`)": "ar", "HF prompt lookup (`hf-pld`)": "hf-pld",
+              "Token Recycling (`recycling`)": "recycling", "suffix decoding (`suffix`)": "suffix",
+              "TreeGraft all-small": "small", "TreeGraft adaptive (learned scheduler)": "adaptive",
+              "TreeGraft `rule:match`": "rule:match", "TreeGraft `rule:score`": "rule:score"}
+    peers = ("recycling", "suffix")  # their own trees, no mid drafter: "-" where the bench records 0 calls
+    assert (s.loc[list(peers), "mid_calls_per_round"] == 0).all()
+    want = {label: [f"{s.loc[m, 'tokens_per_s']:.1f}", x(s.loc[m, "speedup"]), x(ratio_of_means["overall", m]),
+                    f"{a[m]:.2f}" if m in a else "not counted",
+                    "-" if m in peers else _or_dash(s.loc[m, "mid_calls_per_round"], ".2f"),
+                    f"{100 * s.loc[m, 'match_rate']:.0f}%"] for label, m in labels.items()}
+    assert_rows("| method | tokens/s | speedup over plain (mean of per-prompt ratios) | Spec-Bench speedup (ratio of means) "
+                "| tokens / target forward (A, bonus included) | mid calls / round | identical to plain |", want, folder)
+
+
+def test_the_readme_regime_table_is_what_the_regime_command_prints(capsys):
+    from treegraft_lab import cli
+
+    assert cli.main(["regime", "--markdown"]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
+    lines = (REPO_DIR / "README.md").read_text().splitlines()
+    assert printed and lines.count(printed[0]) == 1, "the README has no (or two) tables headed as the command's"
+    i = lines.index(printed[0])
+    assert lines[i:i + len(printed) + 1] == [*printed, ""], "README regime table differs from `treegraft-lab regime --markdown`"
 
 
 def test_the_readme_column_beside_the_papers_pairs_holds_the_regime_maps_numbers_at_0_6():
@@ -99,13 +199,12 @@ def test_the_readme_column_beside_the_papers_pairs_holds_the_regime_maps_numbers
     dec = regime.summary(runs[runs["ratio"] == 0.6]).set_index("schedule")
     header = ("| speedup over plain decoding | Qwen3-32B / 1.7B (paper, n = 480) | LLaMA-70B / 1B (paper, n = 480) "
               "| ours, extra: SmolLM2-135M / pocket, modelled (n = 12) |")
-    rows = {r[0]: r[3] for r in readme_table(header)}
+    rows = {label: cells[2] for label, cells in labelled(header).items()}
     assert len(reps) == 12
-    for name in ("all-small", "all-mid", "oracle"):
-        assert number(rows[name]) == pytest.approx(m.loc[name, "speedup"], abs=0.006)
-    family, single = (number(c.split()[0]) for c in rows["TreeGraft (adaptive)"].split(","))
-    assert family == pytest.approx(dec.loc["adaptive-family", "speedup"], abs=0.006)
-    assert single == pytest.approx(dec.loc["adaptive-single", "speedup"], abs=0.006)
+    assert {name: rows[name] for name in ("all-small", "all-mid", "oracle")} == {
+        name: x(m.loc[name, "speedup"]) for name in ("all-small", "all-mid", "oracle")}
+    assert rows["TreeGraft (adaptive)"] == (f"{x(dec.loc['adaptive-family', 'speedup'])} (family), "
+                                            f"{x(dec.loc['adaptive-single', 'speedup'])} (single-profile)")
 
 
 def regime_data():

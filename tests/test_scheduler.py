@@ -451,16 +451,6 @@ def test_the_margin_offset_is_raised_until_harmful_calls_stop():
     assert tau == 0.5 and table["0.5 std"] > table["1 std"]  # the largest offset that still makes the paying calls
 
 
-def test_scheduler_compare_rejects_a_bad_shard_before_loading_models():
-    assert cli.main(["scheduler", "compare", "--shard", "2/2"]) == 2
-
-
-def test_scheduler_compare_rejects_a_bad_budget_before_loading_models(capsys):
-    assert cli.main(["scheduler", "compare", "--budget", "0"]) == 2
-    assert "budget must be an integer >= 1" in capsys.readouterr().err
-    assert cli.main(["scheduler", "compare", "--budget", "lots"]) == 2
-
-
 def test_a_warm_collection_reaches_its_round_starts_by_decoding(tmp_path, tiny_llama_dir, tiny_qwen3_dir):
     out = tmp_path / "warm"
     args = ["collect", "--target", str(tiny_llama_dir), "--mid", str(tiny_qwen3_dir), "--limit", "1", "--states", "2",

@@ -25,11 +25,13 @@ def cache_dir() -> Path:
 
 
 def folder_fingerprint(path: str) -> dict | None:
-    """A model folder's fingerprint: its path and the names and sizes of its config and weights."""
+    """A model folder's fingerprint: its path and the names, sizes and modification times of its
+    config and weights (weights written again, say by a new distillation, keep their size)."""
     root = Path(path) if path else None
     if root is None or not root.is_dir():
         return None
-    files = sorted([f.name, f.stat().st_size] for f in root.iterdir() if f.suffix == ".safetensors" or f.name == "config.json")
+    files = sorted([f.name, st.st_size, st.st_mtime_ns] for f in root.iterdir()
+                   if f.suffix == ".safetensors" or f.name == "config.json" for st in [f.stat()])
     return {"path": str(root.resolve()), "files": files}
 
 

@@ -283,6 +283,23 @@ def log_ratios(lo: float = 0.02, hi: float = 1.0, n: int = 12) -> list[float]:
     return [float(f"{x:.3g}") for x in np.geomspace(lo, hi, n)]
 
 
+def resolve_schedulers(schedulers: dict[str, str | Path], depth: int) -> dict:
+    """name -> a loaded scheduler artifact (for a folder) or the schedule string (validated as the
+    decoder does): a bad one is refused in one line, before any model loads."""
+    from treegraft_lab.schedule import artifact as art_io
+
+    def resolve(name: str, spec):
+        if Path(spec).is_dir():
+            return art_io.load(spec)
+        try:
+            parse_mask(str(spec), depth)
+        except TreeGraftError as e:
+            raise TreeGraftError(f"{name}={spec}: neither a scheduler folder nor a schedule ({e})") from None
+        return str(spec)
+
+    return {name: resolve(name, spec) for name, spec in schedulers.items()}
+
+
 def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple[float, DeviceProfile]],
            schedulers: dict[str, str | Path], max_new: int = 64, progress: bool = True) -> pd.DataFrame:
     """Real decodes with scheduler artifacts (name -> folder), switching rules (name -> a rule
@@ -292,19 +309,9 @@ def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple
     T_tgt / T_mid; any other artifact is run as it is on every profile (what a single-profile
     scheduler does off its own device); a rule decides the same way on every profile."""
     from treegraft_lab.decoder import TreeGraftDecoder
-    from treegraft_lab.schedule import artifact as art_io
     from treegraft_lab.schedule.adaptive import AdaptivePolicy
 
-    def resolve(name: str, spec):  # an artifact folder, or a schedule the decoder knows (validated as it does)
-        if Path(spec).is_dir():
-            return art_io.load(spec)
-        try:
-            parse_mask(str(spec), config.depth)
-        except TreeGraftError as e:
-            raise TreeGraftError(f"{name}={spec}: neither a scheduler folder nor a schedule ({e})") from None
-        return str(spec)
-
-    arts = {name: resolve(name, spec) for name, spec in schedulers.items()}
+    arts = resolve_schedulers(schedulers, config.depth)
     rows = []
     bar = tqdm(total=len(prompts) * len(profiles) * len(arts), desc="decode", mininterval=10, disable=not progress)
     for ratio, prof in profiles:

@@ -25,6 +25,8 @@ from treegraft_lab.commands.common import (
     add_clock_arguments,
     add_growth_arguments,
     add_pair_arguments,
+    check_pair,
+    check_prompts,
     check_scheduler,
     check_settings,
     clocks_from_args,
@@ -87,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         specbench.check_writable(args.answers)
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, per_category=args.limit_per_category)
+    check_prompts(prompts, args)
+    check_pair(None if args.target else args.pair)
     needs_mid = any(m not in ("ar", "hf-pld", "small", "recycling", "suffix") for m in methods)
     pair = load_pair_from_args(args, require_mid=needs_mid)
     cli = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", "..."]  # "...": called from Python

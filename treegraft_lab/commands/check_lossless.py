@@ -19,6 +19,10 @@ from treegraft_lab.commands.common import (
     add_clock_arguments,
     add_growth_arguments,
     add_pair_arguments,
+    check_pair,
+    check_positive,
+    check_prompts,
+    check_scheduler,
     clocks_from_args,
     growth_from_args,
     load_pair_from_args,
@@ -88,10 +92,15 @@ def run(args: argparse.Namespace) -> int:
 
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, limit=args.limit, per_category=args.per_category)
+    check_prompts(prompts, args)
+    check_positive(max_new_tokens=args.max_new_tokens)
+    check_pair(None if args.target else args.pair)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
     configs = {s if c == "wall" else f"{s}@{c}": DecodeConfig(schedule="small" if s in PEERS else s, budget=args.budget, prune=p,
                                                               clock=c, **growth_from_args(args))
                for s in schedules for c, p in clocks_from_args(args)}  # validates early
+    if "adaptive" in schedules:
+        check_scheduler(args, clocks_from_args(args), growth_from_args(args))
     pair = load_pair_from_args(args, require_mid=any(c.schedule_name != "small" for c in configs.values()))
     peer = {k: PEERS.get(k.split("@")[0]) for k in configs}
     matches, total, failures = 0, 0, []

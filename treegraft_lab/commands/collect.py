@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from treegraft_lab.commands.common import add_prune_argument, growth_from_args
+from treegraft_lab.commands.common import add_prune_argument, check_pair, growth_from_args
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import TRAJECTORIES_DIR
 
@@ -88,6 +88,24 @@ def _drafter_record(mid_id: str) -> dict:
             "mid_final": r.get("elapsed", 0) >= 60 * r.get("config", {}).get("minutes", float("inf")) - 5}
 
 
+def check_inputs(args: argparse.Namespace) -> tuple[dict, list[dict]]:
+    """The replayed trees' DecodeConfig overrides and the prompts, each refused in one line."""
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.prompts import load_prompts
+
+    for flag, value in (("--states", args.states), ("--max-new", args.max_new)):
+        if value < 1:
+            raise TreeGraftError(f"{flag} {value}: give a number >= 1")
+    check_pair(None if args.target else args.pair)
+    decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune, **growth_from_args(args)}
+    DecodeConfig(**decode)  # a bad budget, depth, width, growth or small drafter
+    prompts = load_prompts(args.prompts, split=args.split, limit=args.limit, per_category=args.per_category)
+    if not prompts:
+        raise TreeGraftError(f"no prompts in {args.prompts!r} for --split {args.split}: a file without a split field "
+                             "counts as eval, so pass --split eval or --split all")
+    return decode, prompts
+
+
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -105,17 +123,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"trajectories": str(path), **{k: v for k, v in json.loads((out / "trajectories.json").read_text()).items()
                                                           if k in ("states", "prompts", "rows", "complete", "collected_with", "prune")}}, indent=1))
         return 0
-    from treegraft_lab import load_pair, load_prompts
+    from treegraft_lab import load_pair
 
+    decode, prompts = check_inputs(args)  # every setting is refused here, before any model loads
+    fixed = None if args.profile == "wall" else costs.load(args.profile)
     pair = load_pair(None if args.target else args.pair, target=args.target, mid=args.mid, device=args.device,
                      dtype=args.dtype)
     out = args.out or TRAJECTORIES_DIR / pair.name.replace("/", "_")
-    decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune, **growth_from_args(args)}
-    prompts = load_prompts(args.prompts, split=args.split, limit=args.limit, per_category=args.per_category)
-    if not prompts:
-        raise TreeGraftError(f"no prompts in {args.prompts!r} for --split {args.split}: a file without a split field "
-                             "counts as eval, so pass --split eval or --split all")
-    profile = measure.resolve(args.profile, pair)
+    profile = fixed or measure.resolve("wall", pair)
     cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
                         shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag,
                         warm=args.warm, known=args.known_answer)

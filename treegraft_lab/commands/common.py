@@ -98,12 +98,12 @@ def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], gro
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule.adaptive import default_folder
 
-    if args.target or args.mid:
+    if getattr(args, "target", None) or getattr(args, "mid", None):
         return
     trees = DecodeConfig(**growth)
     name, kind = args.pair or "smollm2-pocket", trees.growth
     for clock, prune in clocks:
-        folder = default_folder(name, clock, prune, kind, args.device, args.dtype, trees.small)
+        folder = default_folder(name, clock, prune, kind, getattr(args, "device", "auto"), args.dtype, trees.small)
         if not (folder / "scheduler.json").is_file():
             raise TreeGraftError(f"no scheduler for pair {name!r} with clock {clock!r}, prune={prune!r}, {kind} growth, "
                                  f"small drafter {trees.small} "
@@ -124,6 +124,33 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-nd", action="store_true", help="turn off non-destructive grafting (overwrite)")
     add_growth_arguments(parser)
     parser.add_argument("--seed", type=int, default=None)
+
+
+def check_pair(name: str | None) -> None:
+    """Refuse an unregistered pair name in one line, before any model loads (None: the default)."""
+    from treegraft_lab.errors import TreeGraftError
+    from treegraft_lab.models import PAIRS
+
+    if name is not None and name not in PAIRS:
+        raise TreeGraftError(f"unknown pair {name!r}; known pairs: {', '.join(PAIRS)}")
+
+
+def check_positive(**flags: int) -> None:
+    """Refuse, in one line, a count flag below 1 (keyword: the flag's name with _ for -)."""
+    from treegraft_lab.errors import TreeGraftError
+
+    for name, value in flags.items():
+        if value is not None and value < 1:
+            raise TreeGraftError(f"--{name.replace('_', '-')} {value}: give a number >= 1")
+
+
+def check_prompts(prompts: list, args: argparse.Namespace) -> None:
+    """Refuse a prompt selection that holds no prompt, before any model loads."""
+    from treegraft_lab.errors import TreeGraftError
+
+    if not prompts:
+        raise TreeGraftError(f"no prompts in {args.prompts!r} for --split {getattr(args, 'split', 'eval')} with these "
+                             "limits: a file without a split field counts as eval; pass --split eval or all, or a larger limit")
 
 
 def load_pair_from_args(args: argparse.Namespace, require_mid: bool = True):

@@ -98,6 +98,9 @@ def _table(result, clock: str, kinds: list[str]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 1:
         raise TreeGraftError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    from treegraft_lab.commands.common import check_pair
+
+    check_pair(args.pair)
     t0 = time.perf_counter()
     pair = _load(args.pair)
     mid = type(pair.mid).__name__ if pair.mid is not None else "none"

@@ -8,6 +8,8 @@ import json
 from treegraft_lab.commands.common import (
     add_config_arguments,
     add_pair_arguments,
+    check_pair,
+    check_positive,
     check_scheduler,
     config_from_args,
     growth_from_args,
@@ -30,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab.hooks import record
 
     config = config_from_args(args)  # a bad setting is refused here, before any model loads
+    check_positive(max_new_tokens=args.max_new_tokens)
+    check_pair(None if args.target else args.pair)
     if config.schedule_name == "adaptive":
         check_scheduler(args, [("wall", config.prune)], growth_from_args(args))
     pair = load_pair_from_args(args, require_mid=config.schedule_name not in ("small",))

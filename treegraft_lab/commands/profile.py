@@ -16,7 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from treegraft_lab.commands.common import add_pair_arguments, load_pair_from_args
+from treegraft_lab.commands.common import (
+    add_pair_arguments,
+    check_scheduler,
+    check_settings,
+    load_pair_from_args,
+)
+from treegraft_lab.errors import TreeGraftError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,6 +131,14 @@ def run_rounds(args: argparse.Namespace) -> int:
 
     prompts = load_prompts(args.prompts, split=args.split, per_category=args.per_category)
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
+    if not prompts or not schedules:
+        raise TreeGraftError(f"--rounds needs prompts and schedules: {len(prompts)} prompts in {args.prompts!r} "
+                             f"(--split {args.split}), schedules {args.schedules!r}")
+    if args.max_new_tokens < 1:
+        raise TreeGraftError(f"--max-new-tokens {args.max_new_tokens}: give a number >= 1")
+    check_settings(schedules, args.budget, {}, [("wall", DecodeConfig().prune)])  # before any model loads
+    if "adaptive" in schedules:
+        check_scheduler(args, [("wall", DecodeConfig().prune)], {})
     pair = load_pair_from_args(args, require_mid=any(s != "small" for s in schedules))
     out: dict = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).removeprefix("torch.")}
     out["ngram_step_ms"] = measure.small_step_ms(pair.tokenizer, args.context, repeats=200)

@@ -71,6 +71,17 @@ def _ratios(text: str) -> list[float]:
     return sorted(set(out))
 
 
+def _schedulers(args: argparse.Namespace) -> dict:
+    """--scheduler NAME=FOLDER|SCHEDULE (repeatable), or the pair's family and single-profile artifacts."""
+    bad = [s for s in args.scheduler or [] if "=" not in s or not s.split("=", 1)[0]]
+    if bad:
+        raise TreeGraftError(f"--scheduler {bad[0]!r}: write NAME=FOLDER or NAME=SCHEDULE, e.g. family=data/scheduler/"
+                             f"{args.pair}/family-topk-{args.growth} or match=rule:match=2")
+    return dict(s.split("=", 1) for s in args.scheduler or []) or {
+        "adaptive-family": SCHEDULER_DIR / args.pair / f"family-topk-{args.growth}",
+        "adaptive-single": SCHEDULER_DIR / args.pair / f"{args.profile}-topk-{args.growth}"}
+
+
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -84,14 +95,19 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         from treegraft_lab import load_pair, load_prompts
+        from treegraft_lab.commands.common import check_pair, check_positive
 
+        check_pair(args.pair)
+        check_positive(max_new=args.max_new, starts=args.starts)
+        schedulers = _schedulers(args)
+        if args.decode:
+            regime.resolve_schedulers(schedulers, cfg.depth)  # a bad one is refused before any model loads
+        prompts = load_prompts(args.prompts, split="eval", per_category=args.per_category)
+        if not prompts:
+            raise TreeGraftError(f"no eval prompts in {args.prompts!r}: the map decodes the eval split")
         if args.threads:
             torch.set_num_threads(args.threads)
-        schedulers = dict(s.split("=", 1) for s in args.scheduler or []) or {
-            "adaptive-family": SCHEDULER_DIR / args.pair / f"family-topk-{args.growth}",
-            "adaptive-single": SCHEDULER_DIR / args.pair / f"{args.profile}-topk-{args.growth}"}
         pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
-        prompts = load_prompts(args.prompts, split="eval", per_category=args.per_category)
         meta = {"pair": args.pair, "prompts": args.prompts, "split": "eval", "per_category": args.per_category,
                 "max_new": args.max_new, "decode": {k: v for k, v in cfg.to_dict().items() if k != "clock"},
                 "dtype": str(pair.dtype)}

@@ -93,21 +93,36 @@ def compare(args: argparse.Namespace) -> dict:
 
     from treegraft_lab import load_pair, load_prompts, measure
     from treegraft_lab.commands.collect import parse_shard
-    from treegraft_lab.commands.common import _int
+    from treegraft_lab.commands.common import (
+        _int,
+        check_pair,
+        check_positive,
+        check_prompts,
+        check_scheduler,
+        check_settings,
+    )
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.errors import TreeGraftError
 
-    k, n = parse_shard(args.shard)  # before loading any model
+    k, n = parse_shard(args.shard)  # every setting is refused before any model loads
     budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
-    DecodeConfig(budget=budget, prune=args.prune)  # a bad budget fails here, before the models load
+    scheds = [s.strip() for s in args.schedules.split(",") if s.strip()]
+    if not scheds:
+        raise TreeGraftError(f"--schedules {args.schedules!r}: name at least one schedule, e.g. small,10101")
+    check_settings(scheds, budget, {}, [("wall", args.prune)])  # a bad budget or schedule
+    if "adaptive" in scheds:
+        check_scheduler(args, [("wall", args.prune)], {})
+    prompts = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
+    check_prompts(prompts, argparse.Namespace(prompts="treegraft-suite", split=args.split))
+    check_positive(max_new=args.max_new)
+    check_pair(args.pair)
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, dtype=args.dtype)
-    scheds = args.schedules.split(",")
     here = measure.for_pair(pair)
     decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget, prune=args.prune, clock=here)) for s in scheds}
     rows = []
-    prompts = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
     for i, p in list(enumerate(prompts))[k::n]:
         for s in scheds[i % len(scheds):] + scheds[: i % len(scheds)]:
             g = decs[s].generate(p["turns"][0], max_new_tokens=args.max_new)
@@ -179,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
                    "threads": [part.get("threads") for part in parts], "schedules": scheds}
         else:
             res = compare(args)
-            scheds = args.schedules.split(",")
+            scheds = res["schedules"]
         if args.json:
             args.json.write_text(json.dumps(res, indent=1) + "\n")
         print(f"\n{'tokens/s':<16}" + "".join(f"{s:>10}" for s in scheds))
