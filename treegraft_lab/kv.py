@@ -176,7 +176,7 @@ def keep(cache: DynamicCache, start: int, slots: list[int]) -> None:
                 continue
             dev = layer.keys.device
             if dev not in idx:
-                idx[dev] = torch.tensor(slots, device=dev)
+                idx[dev] = torch.tensor(slots).to(dev, non_blocking=True)  # a blocking copy would wait for the queue
             layer.keys[..., start : start + len(slots), :] = layer.keys.index_select(-2, idx[dev])
             layer.values[..., start : start + len(slots), :] = layer.values.index_select(-2, idx[dev])
     truncate(cache, start + len(slots))
