@@ -122,7 +122,7 @@ def test_proposals_from_the_tops_read_with_the_scores_equal_the_devices(children
         d.score(tree, [0, 1, 2, 3])
         assert bool(d.best) == bool(top)
         trees.append(list(tree.score))
-        proposals.append(d.propose(tree, [2, 1, 3, 0], 4, children))
+        proposals.append(d.propose(tree, [2, 1, 3], 4, children))
     assert trees[0] == trees[1] and proposals[0] == proposals[1] and proposals[0]
 
 
