@@ -538,6 +538,7 @@ class HostReads:
 
 
 SPEED_TOKENS = {"cuda": 32, "cpu": 6}
+LOGIT_STD = 8.0  # the spread of the speed pair's logits (random init: about 1)
 
 
 def speed_pair(dev: torch.device, self_mid: bool = False):
@@ -554,6 +555,9 @@ def speed_pair(dev: torch.device, self_mid: bool = False):
     dtype = torch.bfloat16 if cuda else torch.float32
     target = random_model(shape["qwen3-8b"], dev, dtype, seed=0)
     mid = random_model(shape["qwen3-0.6b"], dev, dtype, seed=1)
+    for m in (target, mid):  # peaked next-token distributions, as a trained model's: the greedy path
+        with torch.no_grad():  # leads the tree (flat random logits would leave it to pruning)
+            m.lm_head.weight.mul_(LOGIT_STD / (m.config.initializer_range * m.config.hidden_size**0.5))
     return types.SimpleNamespace(name="qwen3-8b-like+0.6b-like", tokenizer=StubTokenizer(shape["qwen3-8b"]["vocab_size"]),
                                  target=target, mid=mid, device=dev, dtype=dtype, forward_path="stock")
 
@@ -574,8 +578,8 @@ def per_round(gens, reads: float) -> dict:
 def step_speed(dev: torch.device, out_dir: Path) -> dict:
     """Cost per round on random models of a real shape (acceptance means nothing with random
     weights: costs, not speedups): plain decoding, HF prompt lookup, TreeGraft small and 10101
-    (draft, verify, host overhead, host waits per round), TreeGraft 10101 with the target as its
-    own mid (accepts everything: the upper bound on tokens per round), and the target's forward
+    (draft, verify, host overhead, host waits per round), TreeGraft 10101 and mid with the target
+    as its own mid (accepts everything: the upper bound on tokens per round), and the target's forward
     at 64 tree nodes against 1 token. Writes speed.json and the run's headline.txt."""
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
@@ -625,6 +629,7 @@ def step_speed(dev: torch.device, out_dir: Path) -> dict:
     m["treegraft-10101"] = tree(pair, "10101")
     own = type(pair)(**{**vars(pair), "mid": pair.target})
     m["treegraft-10101-self-mid"] = tree(own, "10101")
+    m["treegraft-mid-self-mid"] = tree(own, "mid")  # every step a mid step: at most depth + 1 tokens
     t = forward_times(pair.target, dev, len(ids), (1, 64), 5 if cuda else 1)["mixed"]
     out["verify_ms"] = {"1": t[1], "64": t[64], "ratio": round(t[64] / t[1], 2)}
     for k, v in m.items():
