@@ -65,7 +65,7 @@ def _divergence(pair, prompt_ids: list[int], ours: list[int], ref: list[int]) ->
     return info
 
 
-NUMERIC_STEPS = 4  # a gap within this many rounding steps of the logits' dtype reads as numerics
+NUMERIC_STEPS = 4  # a gap within this many rounding steps of the pair's dtype reads as numerics
 
 
 def rounding_step(x: float, dtype) -> float:
