@@ -189,3 +189,70 @@ def test_a_bf16_logit_gap_is_read_in_rounding_steps():
     from treegraft_lab.commands.check_lossless import rounding_step
 
     assert rounding_step(20.0, torch.bfloat16) == 0.125 and rounding_step(20.0, torch.float32) == 2.0**-19
+
+
+def efficient_layout(out: torch.Tensor) -> torch.Tensor:
+    """`out` [b, heads, m, d] in the memory layout CUDA's memory-efficient SDPA kernel returns:
+    [b, m, heads, d] in memory, transposed back (torch's `_meta_registrations`:
+    `meta__scaled_dot_product_efficient_attention`)."""
+    b, h, m, d = out.shape
+    return torch.empty(b, m, h, d, dtype=out.dtype).transpose(1, 2).copy_(out)
+
+
+def test_folded_attention_takes_the_memory_efficient_kernels_transposed_output(monkeypatch):
+    import torch.nn.functional as F
+    from transformers import AutoModelForCausalLM
+
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=8,
+                      num_key_value_heads=2, vocab_size=64, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    stock = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    folded = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa").eval()
+    folded.load_state_dict(stock.state_dict())
+    kv.use_folded_attention(folded)
+    ids = torch.randint(0, 64, (30,), generator=torch.Generator().manual_seed(2)).tolist()
+    parent, tokens = [-1, 0, 0, 1, 2, 2], [3, 4, 5, 6, 7, 8]
+    want = tree_logits(stock, ids, tokens, parent)
+    sdpa, layouts = F.scaled_dot_product_attention, []
+
+    def efficient_sdpa(*args, **kwargs):
+        out = efficient_layout(sdpa(*args, **kwargs))
+        layouts.append(out.is_contiguous())
+        return out
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", efficient_sdpa)
+    got = tree_logits(folded, ids, tokens, parent)
+    assert layouts and not any(layouts)  # every folded call saw the transposed layout
+    assert (want - got).abs().max() <= 1e-5
+
+
+class FixedLogits:
+    """A target stand-in whose next-token logits are always `row` (in `row`'s dtype)."""
+
+    def __init__(self, row: torch.Tensor) -> None:
+        self.row = row
+
+    def __call__(self, input_ids, logits_to_keep=1):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(logits=self.row[None, None])
+
+
+@pytest.mark.parametrize("pair_dtype, logit_dtype, gap, numerics", [
+    (torch.bfloat16, torch.float32, 0.25, True),    # --float32-logits on a bf16 pair: 2 bf16 steps at 20
+    (torch.bfloat16, torch.float32, 1.0, False),    # 8 bf16 steps: beyond rounding
+    (torch.bfloat16, torch.bfloat16, 0.25, True),
+    (torch.float32, torch.float32, 0.25, False),    # a float32 pair: any mismatch is a bug
+])
+def test_a_divergence_is_judged_by_the_pairs_dtype_not_the_logits(pair_dtype, logit_dtype, gap, numerics):
+    from types import SimpleNamespace
+
+    from treegraft_lab.commands.check_lossless import _divergence
+
+    row = torch.zeros(8, dtype=logit_dtype)
+    row[3], row[5] = 20.0, 20.0 - gap  # the reference's token 3 leads ours, 5, by `gap`
+    pair = SimpleNamespace(target=FixedLogits(row), device=torch.device("cpu"), dtype=pair_dtype)
+    d = _divergence(pair, [1, 2], [7, 5], [7, 3])
+    assert (d["position"], d["ours"], d["reference"]) == (1, 5, 3)
+    assert d["logit_gap"] == pytest.approx(gap) and d["numerics"] is numerics
+    assert d["step"] == pytest.approx(0.125 if pair_dtype == torch.bfloat16 else 2.0**-19)

@@ -78,7 +78,8 @@ class TreeGraftDecoder:
             raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
         # every cost the decoder decides on, looked up (a measured profile is read from its cache)
         self.profile = measure.resolve(config.clock, pair, allow_measure=False)
-        self.cuda = measure.cuda_devices(pair.target, pair.mid)  # synchronised around every timing
+        self.cuda = measure.cuda_devices(pair.target, pair.mid)  # synchronised around `timed`
+        self.laps = measure.Laps(self.cuda)  # a round's forwards, timed without waiting (CUDA events)
         self.budget = config.budget if config.budget != "auto" else auto_budget(pair, config, self.profile)
         t_tgt, t_mid = scheduler_costs(self.profile, config, self.budget)
         self.costs = {"t_tgt_ms": t_tgt, "t_mid_ms": t_mid}  # the scheduler's T_tgt / T_mid inputs
@@ -138,7 +139,8 @@ class TreeGraftDecoder:
         self.target.prefill(ids[:-1])
         self.mid = None
         if self.pair.mid is not None and self._needs_mid(self.config):
-            self.mid = ModelDrafter(self.pair.mid)
+            top = cfg.children if cfg.expansion == "per_parent" else cfg.width  # read with each call: one read
+            self.mid = ModelDrafter(self.pair.mid, top=top)
             if self._may_skip_mid():  # the prompt waits in `pending` until a call needs it
                 self.mid.pending = list(ids[:-1])
             else:
@@ -151,7 +153,8 @@ class TreeGraftDecoder:
             self.pruner = ValuePruner(self.profile, self._recycled_chances)
 
     def timed(self, fn, *args):
-        """`fn(*args)` and its wall seconds, with every CUDA device of the pair synchronised."""
+        """`fn(*args)` and its wall seconds, with every CUDA device of the pair synchronised (replays
+        that measure; a round's own forwards are timed by `self.laps`, without waiting)."""
         return measure.timed(fn, *args, devices=self.cuda)
 
     # ---- the round start ----------------------------------------------------------------------------
@@ -181,6 +184,7 @@ class TreeGraftDecoder:
         policy = policy or self.policy
         t0 = time.perf_counter()
         self._draft_ms = 0.0
+        self.laps.clear()
         self._emit("round.start", root=self.root, committed=len(self.ids))
         tree, schedule, calls, mid_s = self._draft(policy)
         kept = self.prune(tree)                                                 # global budget pruning
@@ -194,22 +198,22 @@ class TreeGraftDecoder:
         return tree.prune(self.budget) if self.pruner is None else self.pruner.prune(tree, self.budget)
 
     def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
-        """Grow the shared tree for D steps. Returns (tree, schedule bits, mid calls, mid seconds)."""
+        """Grow the shared tree for D steps. Returns (tree, schedule bits, mid calls, mid seconds
+        timed outside `self.laps`: none here, the baselines' own)."""
         cfg = self.config
         tree = DraftTree.start(self.root)
-        last_new, expanded, history, mid_s = [0], [], [], 0.0
+        last_new, expanded, history = [0], [], []
         for k in range(1, cfg.depth + 1):
             ctx = self.step_context(k, history, tree, last_new, expanded)
             decision = self._when(policy, ctx)                                  # WHEN (None: not asked)
             call = bool(decision)
             self._emit("step.decide", k, tree, call_mid=decision, ctx=ctx, policy=policy)
             step = self.draft_step(tree, k, call, last_new, expanded)           # WHERE + HOW
-            mid_s += step.mid_s
             self._emit("step.expand", k, tree, call_mid=call, pool=step.pool, frontier=step.frontier, new=step.new,
                        chain=step.chain, last_new=last_new, forwarded=step.forwarded)
             expanded, last_new = step.frontier, step.new
             history.append(int(call))
-        return tree, "".join(map(str, history)), sum(history), mid_s
+        return tree, "".join(map(str, history)), sum(history), 0.0
 
     def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int],
                    expanded: list[int] = ()) -> StepResult:
@@ -223,14 +227,14 @@ class TreeGraftDecoder:
         global top-W. `new`: the nodes the first tokens landed on (the next N_k); `chain`: the nodes
         created below them by n-gram chains (drafted ahead, deeper than the next frontier).
         """
-        cfg, fwd, t = self.config, [], 0.0
+        cfg, fwd = self.config, []
         children = cfg.children if cfg.expansion == "per_parent" else None
         if call:
             pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft, cfg.lookback, expanded)  # WHERE
             fwd = graft.to_forward(tree, pool)
             size = self.mid_backlog() + len(fwd) if fwd else 0
             if fwd:
-                _, t = self.timed(self.mid.score, tree, fwd)
+                self.mid.absorb(tree, *self.laps.run(self.mid.forward, tree, fwd))  # the call's one host read
                 self._prompt_backlog = 0
             frontier = graft.top_by_score(tree, pool, cfg.width)
             proposals = self.mid.propose(tree, frontier, cfg.width, children)
@@ -238,7 +242,7 @@ class TreeGraftDecoder:
         else:
             pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
             if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
-                return StepResult(pool, [], [], [], fwd, t, SKIPPED)  # a step from so unlikely a node cannot pay for itself
+                return StepResult(pool, [], [], [], fwd, SKIPPED)  # a step from so unlikely a node cannot pay for itself
             size = len(frontier)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
             groups = self.small.propose_each(tree, frontier, cfg.width, children, chain)  # each small drafter's own
@@ -252,7 +256,7 @@ class TreeGraftDecoder:
         if tails and cfg.chain_frontier:
             new = list(dict.fromkeys(new + tails))
         landed = set(new)
-        return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t, size)
+        return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, size)
 
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
@@ -285,13 +289,14 @@ class TreeGraftDecoder:
         """One target forward over the kept tree, lossless acceptance, then commit (or roll back)."""
         cfg, t1 = self.config, time.perf_counter()
         modelled_ms = self._draft_ms + self.profile.target_ms(len(kept))  # this round, priced by the profile
-        logits, t_fwd = self.timed(self.target.forward_tree, tree, kept)
+        logits = self.laps.run(self.target.forward_tree, tree, kept)
         if cfg.greedy:
-            path, bonus = accept_greedy(tree, kept, logits)
+            path, bonus = accept_greedy(tree, kept, logits)  # the round's read of the verification result
         else:
             probs = warp(logits, cfg.temperature, cfg.top_k, cfg.top_p)
             path, bonus = accept_sampling(tree, kept, probs, self.generator)
         t2 = time.perf_counter()
+        t_fwd = self.laps.take()  # every forward of the round (mid calls included), read after that read
         self._emit("round.verify", cfg.depth, tree, kept=kept, logits=logits, path=path, bonus=bonus)
         emitted = [tree.tokens[v] for v in path[1:]] + [bonus]
         if commit:

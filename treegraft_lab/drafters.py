@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from treegraft_lab import kv
@@ -202,8 +203,11 @@ class ModelDrafter:
 
     OUTSIDE = torch.finfo(torch.float32).min / 2  # log q of a token the head cannot emit
 
-    def __init__(self, model, sub_vocab: bool = True) -> None:
+    def __init__(self, model, sub_vocab: bool = True, top: int = 0) -> None:
         self.model = model
+        # each call reads back every scored node's best `top` tokens with its edge scores (one read
+        # per call): `propose` of up to `top` per node then needs no read of its own (0: it reads)
+        self.top = top
         self.cache = kv.new_cache(model)
         # A head over a token subset (the pocket drafter's SubVocabHead) is used directly: rows,
         # log-softmax and top-W over its own columns instead of the full, mostly-filled vocabulary.
@@ -239,15 +243,16 @@ class ModelDrafter:
         self.slot: dict[int, int] = {}  # node id -> cache position
         self.row: dict[int, tuple[int, int]] = {}  # node id -> (block, row) in self.rows
         self.rows: list[torch.Tensor] = []  # one block per call: log q(. | path to node), float32 [n, columns]
+        self.best: dict[int, tuple[list[float], list[int]]] = {}  # node -> its top log q and columns, host
 
     def snapshot(self) -> tuple:
         """This round's state so far (scored rows and slots, cache length), for `restore`."""
-        return self.flushed, dict(self.slot), dict(self.row), list(self.rows), kv.cache_len(self.cache)
+        return self.flushed, dict(self.slot), dict(self.row), list(self.rows), kv.cache_len(self.cache), dict(self.best)
 
     def restore(self, state: tuple) -> None:
         """Go back to a `snapshot` of this round (the cache is cut back to its length then)."""
-        self.flushed, slot, row, rows, length = state
-        self.slot, self.row, self.rows = dict(slot), dict(row), list(rows)
+        self.flushed, slot, row, rows, length, best = state
+        self.slot, self.row, self.rows, self.best = dict(slot), dict(row), list(rows), dict(best)
         kv.truncate(self.cache, length)
 
     def scored(self, node: int) -> bool:
@@ -276,8 +281,15 @@ class ModelDrafter:
         """One forward over `nodes` (unscored, ancestor-closed with the scored ones).
 
         Refreshes their edge scores with q(token | parent path) (`DraftTree.take_mid_logp`),
-        stores their rows, adds them to P.
+        stores their rows, adds them to P. Two halves: `forward` queues the device work, `absorb`
+        reads its result (the call's one device-to-host read) into the tree.
         """
+        self.absorb(tree, *self.forward(tree, nodes))
+
+    def forward(self, tree: DraftTree, nodes: list[int]) -> tuple[list[int], torch.Tensor]:
+        """The device half of `score`: the forward, the rows stored, and one float32 tensor for
+        `absorb` to read (the refreshed edges' log q, then with `top` each node's best log q and
+        columns). Returns (nodes sorted, that tensor)."""
         nodes = sorted(nodes)
         pend = [] if self.flushed else self.pending
         past = kv.cache_len(self.cache)  # committed (+ flushed pending) + this round's scored nodes
@@ -303,13 +315,30 @@ class ModelDrafter:
         for i, v in enumerate(nodes):
             self.row[v] = (len(self.rows) - 1, i)
         # refresh edge scores: q(token_v | path to parent), the parent's row is now known
-        par = [tree.parent[v] for v in nodes if v != 0]
-        if par:
-            kids = [v for v in nodes if v != 0]
-            lp = self.token_logq(par, [tree.tokens[v] for v in kids]).tolist()
-            for v, x in zip(kids, lp):
+        kids = [v for v in nodes if v != 0]
+        parts = [self.token_logq([tree.parent[v] for v in kids], [tree.tokens[v] for v in kids]) if kids
+                 else rows.new_empty(0)]
+        if self._reads_top(rows.shape[1]):
+            top = torch.topk(rows, min(self.top, rows.shape[1]), dim=1)
+            parts += [top.values.flatten(), top.indices.flatten().float()]  # columns < 2**24: exact
+        return nodes, torch.cat(parts)
+
+    def _reads_top(self, columns: int) -> bool:
+        return self.top > 0 and columns < 2**24
+
+    def absorb(self, tree: DraftTree, nodes: list[int], out: torch.Tensor) -> None:
+        """The host half of `score`: one read of `forward`'s tensor into edge scores (and tops)."""
+        host = out.tolist()  # the call's one device-to-host read
+        kids = [v for v in nodes if v != 0]
+        if kids:
+            for v, x in zip(kids, host):
                 tree.take_mid_logp(v, x)
             tree.refresh_scores()
+        k = (len(host) - len(kids)) // (2 * len(nodes)) if nodes else 0
+        if k:
+            vals, cols = host[len(kids) : len(kids) + k * len(nodes)], host[len(kids) + k * len(nodes) :]
+            for i, v in enumerate(nodes):
+                self.best[v] = (vals[i * k : (i + 1) * k], [int(c) for c in cols[i * k : (i + 1) * k]])
         for v in nodes:
             tree.mid_scored[v] = True
 
@@ -327,7 +356,7 @@ class ModelDrafter:
     def token_logq(self, nodes: list[int], tokens: list[int]) -> torch.Tensor:
         """log q(tokens[i] | path to nodes[i]), float32 [len(nodes)]."""
         rows = self.logq(nodes)
-        idx = torch.tensor(tokens, device=rows.device)
+        idx = torch.tensor(tokens, dtype=torch.long).to(rows.device, non_blocking=True)  # no wait for the queue
         if self.head is None:
             return rows.gather(1, idx[:, None]).squeeze(1)
         col = self.col[idx]
@@ -339,6 +368,8 @@ class ModelDrafter:
         once), or with `children` the top-`children` of each frontier node; best path score first."""
         if not frontier:
             return []
+        if self.top >= (children or width) and all(f in self.best for f in frontier):
+            return self._propose_read(tree, frontier, width, children)
         rows = self.logq(frontier)
         if children is not None:
             top = torch.topk(rows, min(children, rows.shape[1]), dim=1)
@@ -361,6 +392,25 @@ class ModelDrafter:
             if math.isinf(total):
                 continue
             out.append((f, tok, total - tree.score[f], 0))
+        return out
+
+    def _propose_read(self, tree: DraftTree, frontier: list[int], width: int, children: int | None) -> list[Proposal]:
+        """`propose` from the tops `absorb` read: the same proposals, no device read."""
+        tok = (lambda c: self.sub_ids[c]) if self.head is not None else (lambda c: c)
+        if children is not None:
+            out = [(tree.score[f] + lp, (f, tok(c), lp, 0)) for f in frontier
+                   for lp, c in zip(*(x[:children] for x in self.best[f])) if lp > self.OUTSIDE]
+            out.sort(key=lambda x: -x[0])
+            return [p for _, p in out]
+        m = min(len(self.best[f][0]) for f in frontier)  # each row's top-m holds its share of the top-W
+        vals = np.array([self.best[f][0][:m] for f in frontier], dtype=np.float32)
+        base = np.array([tree.score[f] for f in frontier], dtype=np.float32)
+        cand = (vals + base[:, None]).ravel()  # float32 sums, as the device's
+        out = []
+        for i in np.argsort(-cand, kind="stable")[: min(width, cand.size)].tolist():
+            f, total = frontier[i // m], float(cand[i])
+            if not math.isinf(total):
+                out.append((f, tok(self.best[f][1][i % m]), total - tree.score[f], 0))
         return out
 
 

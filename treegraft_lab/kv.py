@@ -75,7 +75,9 @@ def folded_sdpa(module, query, key, value, attention_mask, dropout: float = 0.0,
         _FOLD[:] = [attention_mask, rep, m.expand(m.shape[0], 1, n, m.shape[-1]).repeat(1, 1, rep, 1)]
     q = query.reshape(b, groups, rep * n, d)  # rows (r, i): query head g * rep + r, token i
     out = F.scaled_dot_product_attention(q, key, value, attn_mask=_FOLD[2], dropout_p=0.0, scale=scaling)
-    return out.view(b, heads, n, d).transpose(1, 2).contiguous(), None
+    # [b, KV, rep * n, d] -> [b, n, heads, d]; never `.view` the whole: CUDA's memory-efficient
+    # kernel returns its output transposed in memory ([b, rep * n, KV, d] strides)
+    return out.unflatten(2, (rep, n)).permute(0, 3, 1, 2, 4).reshape(b, n, heads, d).contiguous(), None
 
 
 @functools.cache
@@ -174,7 +176,7 @@ def keep(cache: DynamicCache, start: int, slots: list[int]) -> None:
                 continue
             dev = layer.keys.device
             if dev not in idx:
-                idx[dev] = torch.tensor(slots, device=dev)
+                idx[dev] = torch.tensor(slots).to(dev, non_blocking=True)  # a blocking copy would wait for the queue
             layer.keys[..., start : start + len(slots), :] = layer.keys.index_select(-2, idx[dev])
             layer.values[..., start : start + len(slots), :] = layer.values.index_select(-2, idx[dev])
     truncate(cache, start + len(slots))

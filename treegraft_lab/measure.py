@@ -7,9 +7,10 @@ caches the result on disk per (model shapes and files, device, dtype, threads, f
 `DeviceProfile` and is called once at the edge (the CLI commands, bench, widgets and notebook
 helpers); the decoder is handed the result and never measures.
 
-`timed(fn, *args, devices=...)` is how every piece of the package times work: it synchronises
+`timed(fn, *args, devices=...)` is how the package times work where it measures: it synchronises
 every CUDA device the models use before and after the call (`cuda_devices`), so queued kernels
-on any of them are counted.
+on any of them are counted. A decoding round does not wait for its timings: `Laps` times its
+forwards with CUDA events, read after the round's own host read.
 """
 
 from __future__ import annotations
@@ -56,6 +57,55 @@ def timed(fn, *args, devices: tuple[torch.device, ...] = ()):
     out = fn(*args)
     synchronize(devices)
     return out, time.perf_counter() - t
+
+
+class Laps:
+    """Seconds of forwards within a round without waiting for the device.
+
+    `run(fn, *args)` times one call: on the CPU (nothing queued) by the wall clock around it; with
+    CUDA devices by a pair of timing events on each device's current stream (the span of the
+    slowest device), so the host does not wait. `take()` returns the seconds run since the last
+    take: call it after a host read that waited for that work (the round's verification result),
+    and the events are read without waiting. `clear()` drops laps never taken (a replay's)."""
+
+    def __init__(self, devices: tuple[torch.device, ...] = ()) -> None:
+        self.devices = tuple(devices)
+        self.cpu_s = 0.0
+        self.events: list[tuple[list, list]] = []
+
+    def _mark(self) -> list:
+        marks = []
+        for d in self.devices:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record(torch.cuda.current_stream(d))
+            marks.append(ev)
+        return marks
+
+    def run(self, fn, *args):
+        """`fn(*args)`, timed as one lap."""
+        if not self.devices:
+            t = time.perf_counter()
+            out = fn(*args)
+            self.cpu_s += time.perf_counter() - t
+            return out
+        start = self._mark()
+        out = fn(*args)
+        self.events.append((start, self._mark()))
+        return out
+
+    def take(self) -> float:
+        """Seconds of the laps run since the last take or clear."""
+        total = self.cpu_s
+        for start, end in self.events:
+            for ev in end:
+                if not ev.query():  # not yet done: wait (the decoder takes after its read, never here)
+                    ev.synchronize()
+            total += max(a.elapsed_time(b) for a, b in zip(start, end)) / 1000
+        self.clear()
+        return total
+
+    def clear(self) -> None:
+        self.cpu_s, self.events = 0.0, []
 
 
 # ---------------------------------------------------------------------------- measuring

@@ -22,8 +22,8 @@ def release_acceptance(new_tokens, rounds, generations):
 class StepResult:
     """What draft step k did. pool: the nodes WHERE considered; frontier: the nodes expanded; new:
     the nodes the first proposed tokens landed on (the next N_k); chain: nodes created below them
-    by n-gram chains; forwarded: the nodes the mid drafter scored; mid_s: its measured seconds;
-    size: what the step is priced by (`costs.DeviceProfile.step_ms`): tokens the mid drafter
+    by n-gram chains; forwarded: the nodes the mid drafter scored (its time is in the round's
+    `RoundInfo.forward_s`); size: what the step is priced by (`costs.DeviceProfile.step_ms`): tokens the mid drafter
     forwarded, its backlog included (0: none), frontier nodes of an n-gram step, or -1 (skipped)."""
 
     pool: list[int]
@@ -31,7 +31,6 @@ class StepResult:
     new: list[int]
     chain: list[int]
     forwarded: list[int]
-    mid_s: float = 0.0
     size: int = 0
 
 

@@ -2,8 +2,8 @@
 
 Every prompt (first turn) x every schedule; prints the match rate and, for a mismatch, the first
 divergence (position, tokens, and the target's logit gap between the two tokens there, with the
-size of one rounding step of the model's dtype at that logit). In float32 any mismatch is a bug.
-In bf16 a gap within a few steps is numerics: a tree forward of many rows and HF's one-row decode
+size of one rounding step of the pair's dtype at that logit, float32 logits or not). In float32
+any mismatch is a bug. In bf16 a gap within a few steps is numerics: a tree forward of many rows and HF's one-row decode
 round differently, and two near-equal logits can swap; `--float32-logits` computes both sides'
 logits in float32 (the hidden states stay bf16), `--dtype float32` removes the question. Exits 1
 on any mismatch.
@@ -57,17 +57,19 @@ def _divergence(pair, prompt_ids: list[int], ours: list[int], ref: list[int]) ->
         x = torch.tensor([prompt_ids + ref[:i]], device=pair.device)
         with torch.inference_mode():
             logits = pair.target(input_ids=x, logits_to_keep=1).logits[0, -1]
-        dt = logits.dtype
-        logits = logits.float()
-        a, b = float(logits[info["reference"]]), float(logits[info["ours"]])
+        # rounding is the pair's: float32 logits (--float32-logits) of bf16 hidden states still tie
+        # within bf16 steps
+        dt = getattr(pair, "dtype", logits.dtype)
+        a, b = float(logits[info["reference"]].float()), float(logits[info["ours"]].float())
         info["logit_gap"] = a - b
-        info["logit_dtype"] = str(dt).removeprefix("torch.")
+        info["logit_dtype"] = str(logits.dtype).removeprefix("torch.")
+        info["pair_dtype"] = str(dt).removeprefix("torch.")
         info["step"] = rounding_step(max(abs(a), abs(b)), dt)
         info["numerics"] = dt != torch.float32 and abs(a - b) <= NUMERIC_STEPS * info["step"]
     return info
 
 
-NUMERIC_STEPS = 4  # a gap within this many rounding steps of the logits' dtype reads as numerics
+NUMERIC_STEPS = 4  # a gap within this many rounding steps of the pair's dtype reads as numerics
 
 
 def rounding_step(x: float, dtype) -> float:
@@ -130,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             gap = f.get("logit_gap", float("nan"))
             why = ""
             if "step" in f:
-                why = (f" = {abs(gap) / f['step']:.1f} {f['logit_dtype']} steps of {f['step']:.3g}: "
+                why = (f" = {abs(gap) / f['step']:.1f} {f['pair_dtype']} steps of {f['step']:.3g}: "
                        + ("within rounding, numerics (tree vs one-row forward), not a broken rule" if f["numerics"]
                           else "beyond rounding: inspect this case"))
             print(f"  MISMATCH {f['question_id']} schedule {f['schedule']}: first divergence at position "
