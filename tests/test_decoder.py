@@ -7,10 +7,11 @@ import torch
 
 from treegraft_lab import cpu_path, kv
 from treegraft_lab.baselines import CascadeDecoder, autoregressive
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.tiny import tiny_pair
+from treegraft_lab.tiny import noisy_pair, tiny_pair
+from treegraft_lab.tree import MID
 
 PROMPTS = [
     [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7],  # repetitive: the n-gram drafter finds matches
@@ -62,8 +63,57 @@ def test_target_acting_as_its_own_drafter_accepts_every_draft_token(expansion):
     # lookback=None: with W = 1 the release's depth window would reselect the root at every step
     cfg = DecodeConfig(schedule="mid", depth=4, width=1, expansion=expansion, lookback=None)
     g = TreeGraftDecoder(pair, cfg).generate(PROMPTS[2], max_new_tokens=20)
+    assert g.token_ids == hf_greedy(pair.target, PROMPTS[2], 20)
     assert g.stats["accepted_per_round"] == 4.0
     assert g.stats["tokens_per_round"] == 5.0
+
+
+SMALLS = ("ngram", "ngram+recycling", "recycling", "suffix")
+MID_SCHEDULES = ("10101", "01011", "mid", "adaptive", "rule:match=3", "rule:score=0.9", "oracle")
+DEEP_PROMPTS, N_DEEP = (PROMPTS[2], PROMPTS[1]), 12  # text the n-gram drafter has not seen: the mid drafter's paths get accepted
+
+
+def agreeing_pairs() -> dict:
+    """Mid drafters that agree with the target: the target itself, and a slightly noisy copy of it."""
+    own = tiny_pair("llama", vocab=64, scale=4.0)
+    own.mid = own.target
+    return {"the target itself": own, "a noisy copy": noisy_pair()}
+
+
+def deep_mid_counter(counts: dict, key: str):
+    """A round.accept hook adding, per committed round, the accepted nodes the mid drafter created
+    at depth >= 2 (a replayed round of the oracle is not committed and not counted)."""
+    def hook(ev) -> None:
+        if ev.data["committed"]:
+            t = ev.tree
+            counts[key] += sum(1 for v in ev.data["path"][1:] if t.creator[v] == MID and t.depth[v] >= 2)
+    return hook
+
+
+@pytest.mark.parametrize("growth", ["release", "lookup"])
+@pytest.mark.parametrize("small", SMALLS)
+def test_agreeing_mid_drafters_stay_lossless_on_deep_mid_drafted_paths(small, growth, tmp_path):
+    """Every schedule, with a mid drafter whose drafts the target accepts deep into the tree, gives
+    the target's greedy tokens (HF `generate`), and each mid schedule did accept mid-drafted nodes
+    at depth 2 or more: the check cannot go shallow unnoticed."""
+    from tests.test_scheduler import make_artifact
+
+    # a student that calls the mid drafter at every step from the second round on (the first is never
+    # asked): its prompt is prefilled late, at the first call
+    make_artifact(tmp_path, pair="tiny-llama", profile_class="a100-paper", margin=lambda x: x[:, 14] - 0.5,
+                  growth=growth, small=small)
+    base = dict(small=small, clock="a100-paper", scheduler_path=str(tmp_path), **GROWTHS[growth])
+    deep = dict.fromkeys(MID_SCHEDULES, 0)
+    for name, pair in agreeing_pairs().items():
+        refs = [hf_greedy(pair.target, ids, N_DEEP) for ids in DEEP_PROMPTS]
+        small_only = TreeGraftDecoder(pair, DecodeConfig(schedule="small", **base))
+        assert [small_only.generate(ids, max_new_tokens=N_DEEP).token_ids for ids in DEEP_PROMPTS] == refs
+        for s in MID_SCHEDULES:
+            dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, **base))
+            with dec.hooks({"round.accept": deep_mid_counter(deep, s)}):
+                for ids, ref in zip(DEEP_PROMPTS[: 1 if s == "oracle" else None], refs):  # the oracle: 32 replays a round
+                    assert dec.generate(ids, max_new_tokens=N_DEEP).token_ids == ref, (name, s, ids)
+    assert all(deep.values()), f"schedules that accepted no mid-drafted node at depth >= 2: {deep}"
 
 
 def test_kv_caches_hold_exactly_the_committed_context():

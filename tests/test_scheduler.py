@@ -314,17 +314,20 @@ def test_the_oracle_maximises_modelled_tokens_per_second_of_the_whole_set():
 
 
 # ---------------------------------------------------------------------------- artifact and policy
-def make_artifact(folder, pair: str = "tiny", depth: int = 5, profile_class: str = "cpu-float32", prune: str = "topk"):
+def make_artifact(folder, pair: str = "tiny", depth: int = 5, profile_class: str = "cpu-float32", prune: str = "topk",
+                  margin=lambda x: x[:, 0] - x[:, 16] + 0.5, **meta):
+    """A scheduler artifact whose student is fitted to `margin` (of the 17 inputs, `input_names`);
+    `meta`: more of what it records (e.g. growth="lookup", small="suffix": the trees it is for)."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(300, 17)).astype(np.float32) * 3 + 1
-    y = x[:, 0] - x[:, 16] + 0.5
+    y = margin(x)
     stu = fit_student(x, y, steps=60)
     lin = [m for m in stu.net if isinstance(m, torch.nn.Linear)]
     w = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
     sig = list(RELEASE_SIGNALS)
     art = artifact.SchedulerArtifact(pair, depth, input_names(sig, depth), sig, w, stu.xs.mean.tolist(),
                                      stu.xs.std.tolist(), stu.y_mean, stu.y_std,
-                                     {"candidates": list(SIGNALS), "profile_class": profile_class, "prune": prune})
+                                     {"candidates": list(SIGNALS), "profile_class": profile_class, "prune": prune, **meta})
     artifact.save(art, folder)
     return stu, x
 
