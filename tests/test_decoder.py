@@ -7,7 +7,7 @@ import torch
 
 from treegraft_lab import cpu_path, kv
 from treegraft_lab.baselines import CascadeDecoder, autoregressive
-from treegraft_lab.config import GROWTHS, DecodeConfig
+from treegraft_lab.config import GROWTH_FIELDS, GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.tiny import noisy_pair, tiny_pair
@@ -272,3 +272,35 @@ def test_a_policy_that_may_skip_the_mid_drafter_prefills_it_only_when_it_first_c
     for a, b in zip(mid.cache.layers, fresh.layers):
         torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-4)
+
+
+def test_the_command_lines_default_settings_decode_as_hf_greedy(tmp_path, monkeypatch, capsys):
+    """`treegraft-lab generate` given only a pair decodes with the command line's defaults (its
+    growth and small drafter: lookup, ngram+recycling; schedule 10101, budget 63) and prints the
+    target's greedy tokens (HF `generate` on the model loaded afresh). The mid drafter is the target
+    itself: prompt lookup's chain, n-gram, recycled and deep mid-drafted nodes are all accepted."""
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from treegraft_lab import cli
+    from treegraft_lab.commands.common import DEFAULT_GROWTH, DEFAULT_SMALL
+    from treegraft_lab.hooks import load_run
+    from treegraft_lab.prompting import encode_prompt
+    from treegraft_lab.tiny import save_tiny_pair
+
+    monkeypatch.setenv("TREEGRAFT_PROFILE_CACHE", str(tmp_path / "profiles"))
+    folder = save_tiny_pair(tmp_path / "pair", scale=16.0) / "target"  # sharp: the mid's drafts pass min_step_p
+    prompt, n = "the cat sat on the mat; the cat sat on the hat; the cat", 40
+    assert cli.main(["generate", prompt, "--target", str(folder), "--mid", str(folder), "--device", "cpu",
+                     "--dtype", "float32", "--max-new-tokens", str(n), "--record", str(tmp_path / "run"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ids = encode_prompt(AutoTokenizer.from_pretrained(folder), prompt)
+    assert out["token_ids"] == hf_greedy(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), ids, n)
+    run = load_run(tmp_path / "run")
+    cfg = json.loads(run.runs.config[0])
+    assert cfg["small"] == DEFAULT_SMALL and DecodeConfig(**{f: cfg[f] for f in GROWTH_FIELDS}).growth == DEFAULT_GROWTH
+    accepted = run.tree[run.tree.accepted & (run.tree.depth > 0)]
+    sources = set("+".join(accepted.source).split("+"))
+    assert {"lookup", "ngram", "recycling", "mid"} <= sources
+    assert (accepted[accepted.creator == "mid"].depth >= 2).any()
