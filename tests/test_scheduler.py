@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from tests.test_decoder import hf_greedy
 from treegraft_lab import cli, kv
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
@@ -360,9 +361,9 @@ def test_adaptive_schedule_decodes_losslessly_with_an_artifact(tmp_path):
     make_artifact(tmp_path, pair="tiny-llama")
     pair = noisy_pair()
     ids = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
-    ref = TreeGraftDecoder(pair, DecodeConfig(schedule="small")).generate(ids, max_new_tokens=12).token_ids
     g = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=str(tmp_path))).generate(ids, max_new_tokens=12)
-    assert g.token_ids == ref
+    assert g.token_ids == hf_greedy(pair.target, ids, 12)
+    assert sum(r.mid_calls for r in g.rounds) > 0
 
 
 @pytest.mark.parametrize("damage, words", [
