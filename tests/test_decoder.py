@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
@@ -304,3 +306,59 @@ def test_the_command_lines_default_settings_decode_as_hf_greedy(tmp_path, monkey
     sources = set("+".join(accepted.source).split("+"))
     assert {"lookup", "ngram", "recycling", "mid"} <= sources
     assert (accepted[accepted.creator == "mid"].depth >= 2).any()
+
+
+def oracle_value(leaf: dict, profile, tokens: float, ms: float) -> float:
+    """A replayed schedule's worth to a run that has made `tokens` in `ms` modelled ms: tokens per ms
+    in the first round, else tokens - lambda x ms with lambda = tokens / ms (Dinkelbach)."""
+    from treegraft_lab.replay import leaf_ms
+
+    t = sum(leaf_ms(profile, leaf, 5))
+    return (leaf["accepted"] + 1) / t if ms == 0 else leaf["accepted"] + 1 - tokens / ms * t
+
+
+ORACLE_PROFILES = {  # a sloped one, and one where every schedule accepting as many tokens ties
+    "sloped": dict(target={1: 10.0, 16: 14.0, 64: 30.0}, mid={1: 2.0, 100: 6.0, 500: 20.0}, small_ms=0.5),
+    "flat": dict(target={1: 10.0, 64: 10.0}, mid={1: 0.5, 500: 0.5}, small_ms=0.5),
+}
+
+
+@pytest.mark.parametrize("costs_of", ORACLE_PROFILES)
+def test_an_oracle_round_commits_the_best_of_its_replayed_schedules(monkeypatch, costs_of):
+    """Each oracle round replays all 32 schedules and commits the one maximising tokens per modelled
+    ms (first round) or tokens - lambda x ms with lambda the run's tokens per ms so far (ties: fewer
+    mid calls); the committed round is that replay: same acceptance, same price."""
+    from treegraft_lab import costs
+    from treegraft_lab import decoder as decoder_module
+    from treegraft_lab.replay import leaf_ms
+
+    replays = []
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        replays.append(out[1])
+        return out
+
+    real = decoder_module.replay_all
+    monkeypatch.setattr(decoder_module, "replay_all", spy)
+    prof = costs.DeviceProfile(costs_of, **ORACLE_PROFILES[costs_of])
+    pair = noisy_pair()
+    g = TreeGraftDecoder(pair, DecodeConfig(schedule="oracle", clock=prof)).generate(PROMPTS[2], max_new_tokens=24)
+    assert g.token_ids == hf_greedy(pair.target, PROMPTS[2], 24)
+    assert len(replays) == len(g.rounds)
+    tokens = ms = 0.0
+    ties = 0  # rounds where the best value was shared by schedules with different mid calls
+    for leaves, info in zip(replays, g.rounds):
+        assert sorted(lf["schedule"] for lf in leaves) == sorted(map("".join, itertools.product("01", repeat=5)))
+        values = {lf["schedule"]: oracle_value(lf, prof, tokens, ms) for lf in leaves}
+        (chosen,) = [lf for lf in leaves if lf["schedule"] == info.schedule]
+        top = max(values.values())
+        assert values[info.schedule] == pytest.approx(top, rel=1e-12, abs=1e-12)
+        tied = [lf["n_mid"] for lf in leaves if values[lf["schedule"]] == pytest.approx(top, rel=1e-12)]
+        assert chosen["n_mid"] == min(tied)
+        ties += len(set(tied)) > 1
+        assert info.accepted == chosen["accepted"] and info.modelled_ms == pytest.approx(sum(leaf_ms(prof, chosen, 5)))
+        tokens, ms = tokens + info.accepted + 1, ms + info.modelled_ms
+    assert len({r.schedule for r in g.rounds}) > 1  # the choice changed from round to round
+    if costs_of == "flat":
+        assert ties, "no round had tied schedules: the tie-break went unchecked"
