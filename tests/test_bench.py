@@ -124,18 +124,40 @@ def test_auto_budget_reads_the_profile(pair):
     cfg = DecodeConfig(schedule="10101")
     cheap_draft = budget.auto_budget(pair, cfg, DeviceProfile("a", STEEP, {1: 0.1, 500: 0.1}))
     dear_draft = budget.auto_budget(pair, cfg, DeviceProfile("b", STEEP, {1: 200.0, 500: 200.0}))
-    assert 1 <= cheap_draft <= dear_draft <= 63  # a fixed drafting cost makes a bigger tree relatively cheaper
+    assert 1 <= cheap_draft < dear_draft <= 63  # a fixed drafting cost makes a bigger tree relatively cheaper
     small = budget.auto_budget(pair, DecodeConfig(schedule="small"), DeviceProfile("c", STEEP))
     assert 1 <= small <= 63
     assert budget.auto_budget(pair, DecodeConfig(extra={"max_budget": 5}), DeviceProfile("d", {1: 1.0})) == 5
 
 
-def test_a_decoder_with_auto_budget_uses_the_device_profile(pair):
+def by_hand_budget(target: dict[int, float], draft_ms: float, acceptance: tuple[float, float, float]) -> int:
+    """budget.py's documented model, written out: the B in 1..63 maximising (1 + A(B)) / (draft_ms +
+    target[B + 1]), A(B) = a_max x / (1 + x), x = (B / half) ** power."""
+    a_max, half, power = acceptance
+
+    def tokens_per_ms(b: int) -> float:
+        x = (b / half) ** power
+        return (1 + a_max * x / (1 + x)) / (draft_ms + target[b + 1])
+
+    return max(range(1, 64), key=tokens_per_ms)
+
+
+def test_a_decoder_with_auto_budget_takes_the_budget_its_device_profile_implies(pair):
+    """budget="auto": the decoder's budget is the model's best for the drafting cost its schedule
+    implies on the profile (10101: 3 mid calls of W x k = 100 nodes and 2 n-gram steps; small: 5
+    n-gram steps), so a dearer mid drafter buys a bigger tree."""
     from treegraft_lab.decoder import TreeGraftDecoder
 
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget="auto"))
-    assert isinstance(dec.budget, int) and 1 <= dec.budget <= 63
-    assert dec.budget == budget.auto_budget(pair, dec.config, dec.profile)
+    curve = {n: 10.0 + 0.05 * n * n for n in range(1, 65)}  # every size given: nothing interpolated
+    acc = (2.0, 4.0, 1.0)
+    got = {}
+    for schedule, mid_ms in (("10101", 0.1), ("10101", 400.0), ("small", 400.0)):
+        prof = DeviceProfile("toy", curve, {1: mid_ms, 500: mid_ms}, small_ms=0.5)
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, budget="auto", clock=prof, extra={"acceptance": acc}))
+        calls = schedule.count("1")
+        got[schedule, mid_ms] = dec.budget
+        assert dec.budget == by_hand_budget(curve, calls * mid_ms + (5 - calls) * 0.5, acc), (schedule, mid_ms)
+    assert got["10101", 0.1] < got["10101", 400.0], got  # the draft profile moved the budget
 
 
 def test_fit_acceptance_recovers_the_model():

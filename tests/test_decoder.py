@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
 from treegraft_lab import cpu_path, kv
 from treegraft_lab.baselines import CascadeDecoder, autoregressive
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import GROWTH_FIELDS, GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.tiny import tiny_pair
+from treegraft_lab.tiny import noisy_pair, tiny_pair
+from treegraft_lab.tree import MID
 
 PROMPTS = [
     [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7],  # repetitive: the n-gram drafter finds matches
@@ -62,8 +65,57 @@ def test_target_acting_as_its_own_drafter_accepts_every_draft_token(expansion):
     # lookback=None: with W = 1 the release's depth window would reselect the root at every step
     cfg = DecodeConfig(schedule="mid", depth=4, width=1, expansion=expansion, lookback=None)
     g = TreeGraftDecoder(pair, cfg).generate(PROMPTS[2], max_new_tokens=20)
+    assert g.token_ids == hf_greedy(pair.target, PROMPTS[2], 20)
     assert g.stats["accepted_per_round"] == 4.0
     assert g.stats["tokens_per_round"] == 5.0
+
+
+SMALLS = ("ngram", "ngram+recycling", "recycling", "suffix")
+MID_SCHEDULES = ("10101", "01011", "mid", "adaptive", "rule:match=3", "rule:score=0.9", "oracle")
+DEEP_PROMPTS, N_DEEP = (PROMPTS[2], PROMPTS[1]), 12  # text the n-gram drafter has not seen: the mid drafter's paths get accepted
+
+
+def agreeing_pairs() -> dict:
+    """Mid drafters that agree with the target: the target itself, and a slightly noisy copy of it."""
+    own = tiny_pair("llama", vocab=64, scale=4.0)
+    own.mid = own.target
+    return {"the target itself": own, "a noisy copy": noisy_pair()}
+
+
+def deep_mid_counter(counts: dict, key: str):
+    """A round.accept hook adding, per committed round, the accepted nodes the mid drafter created
+    at depth >= 2 (a replayed round of the oracle is not committed and not counted)."""
+    def hook(ev) -> None:
+        if ev.data["committed"]:
+            t = ev.tree
+            counts[key] += sum(1 for v in ev.data["path"][1:] if t.creator[v] == MID and t.depth[v] >= 2)
+    return hook
+
+
+@pytest.mark.parametrize("growth", ["release", "lookup"])
+@pytest.mark.parametrize("small", SMALLS)
+def test_agreeing_mid_drafters_stay_lossless_on_deep_mid_drafted_paths(small, growth, tmp_path):
+    """Every schedule, with a mid drafter whose drafts the target accepts deep into the tree, gives
+    the target's greedy tokens (HF `generate`), and each mid schedule did accept mid-drafted nodes
+    at depth 2 or more: the check cannot go shallow unnoticed."""
+    from tests.test_scheduler import make_artifact
+
+    # a student that calls the mid drafter at every step from the second round on (the first is never
+    # asked): its prompt is prefilled late, at the first call
+    make_artifact(tmp_path, pair="tiny-llama", profile_class="a100-paper", margin=lambda x: x[:, 14] - 0.5,
+                  growth=growth, small=small)
+    base = dict(small=small, clock="a100-paper", scheduler_path=str(tmp_path), **GROWTHS[growth])
+    deep = dict.fromkeys(MID_SCHEDULES, 0)
+    for name, pair in agreeing_pairs().items():
+        refs = [hf_greedy(pair.target, ids, N_DEEP) for ids in DEEP_PROMPTS]
+        small_only = TreeGraftDecoder(pair, DecodeConfig(schedule="small", **base))
+        assert [small_only.generate(ids, max_new_tokens=N_DEEP).token_ids for ids in DEEP_PROMPTS] == refs
+        for s in MID_SCHEDULES:
+            dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, **base))
+            with dec.hooks({"round.accept": deep_mid_counter(deep, s)}):
+                for ids, ref in zip(DEEP_PROMPTS[: 1 if s == "oracle" else None], refs):  # the oracle: 32 replays a round
+                    assert dec.generate(ids, max_new_tokens=N_DEEP).token_ids == ref, (name, s, ids)
+    assert all(deep.values()), f"schedules that accepted no mid-drafted node at depth >= 2: {deep}"
 
 
 def test_kv_caches_hold_exactly_the_committed_context():
@@ -222,3 +274,91 @@ def test_a_policy_that_may_skip_the_mid_drafter_prefills_it_only_when_it_first_c
     for a, b in zip(mid.cache.layers, fresh.layers):
         torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-4)
         torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-4)
+
+
+def test_the_command_lines_default_settings_decode_as_hf_greedy(tmp_path, monkeypatch, capsys):
+    """`treegraft-lab generate` given only a pair decodes with the command line's defaults (its
+    growth and small drafter: lookup, ngram+recycling; schedule 10101, budget 63) and prints the
+    target's greedy tokens (HF `generate` on the model loaded afresh). The mid drafter is the target
+    itself: prompt lookup's chain, n-gram, recycled and deep mid-drafted nodes are all accepted."""
+    import json
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from treegraft_lab import cli
+    from treegraft_lab.commands.common import DEFAULT_GROWTH, DEFAULT_SMALL
+    from treegraft_lab.hooks import load_run
+    from treegraft_lab.prompting import encode_prompt
+    from treegraft_lab.tiny import save_tiny_pair
+
+    monkeypatch.setenv("TREEGRAFT_PROFILE_CACHE", str(tmp_path / "profiles"))
+    folder = save_tiny_pair(tmp_path / "pair", scale=16.0) / "target"  # sharp: the mid's drafts pass min_step_p
+    prompt, n = "the cat sat on the mat; the cat sat on the hat; the cat", 40
+    assert cli.main(["generate", prompt, "--target", str(folder), "--mid", str(folder), "--device", "cpu",
+                     "--dtype", "float32", "--max-new-tokens", str(n), "--record", str(tmp_path / "run"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ids = encode_prompt(AutoTokenizer.from_pretrained(folder), prompt)
+    assert out["token_ids"] == hf_greedy(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), ids, n)
+    run = load_run(tmp_path / "run")
+    cfg = json.loads(run.runs.config[0])
+    assert cfg["small"] == DEFAULT_SMALL and DecodeConfig(**{f: cfg[f] for f in GROWTH_FIELDS}).growth == DEFAULT_GROWTH
+    accepted = run.tree[run.tree.accepted & (run.tree.depth > 0)]
+    sources = set("+".join(accepted.source).split("+"))
+    assert {"lookup", "ngram", "recycling", "mid"} <= sources
+    assert (accepted[accepted.creator == "mid"].depth >= 2).any()
+
+
+def oracle_value(leaf: dict, profile, tokens: float, ms: float) -> float:
+    """A replayed schedule's worth to a run that has made `tokens` in `ms` modelled ms: tokens per ms
+    in the first round, else tokens - lambda x ms with lambda = tokens / ms (Dinkelbach)."""
+    from treegraft_lab.replay import leaf_ms
+
+    t = sum(leaf_ms(profile, leaf, 5))
+    return (leaf["accepted"] + 1) / t if ms == 0 else leaf["accepted"] + 1 - tokens / ms * t
+
+
+ORACLE_PROFILES = {  # a sloped one, and one where every schedule accepting as many tokens ties
+    "sloped": dict(target={1: 10.0, 16: 14.0, 64: 30.0}, mid={1: 2.0, 100: 6.0, 500: 20.0}, small_ms=0.5),
+    "flat": dict(target={1: 10.0, 64: 10.0}, mid={1: 0.5, 500: 0.5}, small_ms=0.5),
+}
+
+
+@pytest.mark.parametrize("costs_of", ORACLE_PROFILES)
+def test_an_oracle_round_commits_the_best_of_its_replayed_schedules(monkeypatch, costs_of):
+    """Each oracle round replays all 32 schedules and commits the one maximising tokens per modelled
+    ms (first round) or tokens - lambda x ms with lambda the run's tokens per ms so far (ties: fewer
+    mid calls); the committed round is that replay: same acceptance, same price."""
+    from treegraft_lab import costs
+    from treegraft_lab import decoder as decoder_module
+    from treegraft_lab.replay import leaf_ms
+
+    replays = []
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        replays.append(out[1])
+        return out
+
+    real = decoder_module.replay_all
+    monkeypatch.setattr(decoder_module, "replay_all", spy)
+    prof = costs.DeviceProfile(costs_of, **ORACLE_PROFILES[costs_of])
+    pair = noisy_pair()
+    g = TreeGraftDecoder(pair, DecodeConfig(schedule="oracle", clock=prof)).generate(PROMPTS[2], max_new_tokens=24)
+    assert g.token_ids == hf_greedy(pair.target, PROMPTS[2], 24)
+    assert len(replays) == len(g.rounds)
+    tokens = ms = 0.0
+    ties = 0  # rounds where the best value was shared by schedules with different mid calls
+    for leaves, info in zip(replays, g.rounds):
+        assert sorted(lf["schedule"] for lf in leaves) == sorted(map("".join, itertools.product("01", repeat=5)))
+        values = {lf["schedule"]: oracle_value(lf, prof, tokens, ms) for lf in leaves}
+        (chosen,) = [lf for lf in leaves if lf["schedule"] == info.schedule]
+        top = max(values.values())
+        assert values[info.schedule] == pytest.approx(top, rel=1e-12, abs=1e-12)
+        tied = [lf["n_mid"] for lf in leaves if values[lf["schedule"]] == pytest.approx(top, rel=1e-12)]
+        assert chosen["n_mid"] == min(tied)
+        ties += len(set(tied)) > 1
+        assert info.accepted == chosen["accepted"] and info.modelled_ms == pytest.approx(sum(leaf_ms(prof, chosen, 5)))
+        tokens, ms = tokens + info.accepted + 1, ms + info.modelled_ms
+    assert len({r.schedule for r in g.rounds}) > 1  # the choice changed from round to round
+    if costs_of == "flat":
+        assert ties, "no round had tied schedules: the tie-break went unchecked"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -44,9 +45,32 @@ def test_passages_are_short_enough_for_a_cpu_model():
         assert 40 <= words <= 450, (r["question_id"], words)
 
 
-def test_math_references_are_numbers():
+MATH = [  # each math prompt's template, and its answer worked out here from the numbers in it
+    (r"saves \$(\d+) every week\. How many weeks does he need to save \$(\d+)", lambda a, b: b / a),
+    (r"packs of (\d+)\. A teacher needs (\d+) pencils", lambda a, b: -(-b // a)),
+    (r"travels at (\d+) km per hour for (\d+) hours", lambda a, b: a * b),
+    (r"area of (\d+) square metres and a width of (\d+) metres", lambda a, b: a / b),
+    (r"has (\d+) cows and (\d+) chickens", lambda a, b: 4 * a + 2 * b),
+    (r"uses (\d+) litres of fuel per 100 km\. How many litres does it need for a (\d+) km", lambda a, b: a * b / 100),
+    (r"There are (\d+) students .* (\d+)% of them walk", lambda a, b: a * b / 100),
+    (r"Tom has (\d+) marbles\. He gives (\d+) to his sister and then buys (\d+) more", lambda a, b, c: a - b + c),
+    (r"costs \$(\d+)\. It is on sale for (\d+)% off", lambda a, b: a * (100 - b) / 100),
+    (r"reads (\d+) pages a day\. Her book has (\d+) pages", lambda a, b: b / a),
+    (r"sells (\d+) boxes of muffins\. Each box holds (\d+) muffins and each muffin costs \$(\d+)",
+     lambda a, b, c: a * b * c),
+    (r"is (\d+) metres long and (\d+) metres wide\. A fence", lambda a, b: 2 * (a + b)),
+]
+
+
+def test_math_references_are_the_answers_to_their_questions():
     rows = load_prompts(split="all", categories="math")
-    assert all(float(r["reference"][0]) == float(r["reference"][0]) for r in rows)
+    assert rows
+    for r in rows:
+        (ref,) = r["reference"]
+        assert re.fullmatch(r"\d+(\.\d+)?", ref), (r["question_id"], ref)  # a plain number, as the prompt asks
+        solved = [f(*map(int, m.groups())) for pat, f in MATH if (m := re.search(pat, r["turns"][0]))]
+        assert len(solved) == 1, (r["question_id"], "no template or several match")
+        assert float(ref) == pytest.approx(solved[0], abs=1e-9), (r["question_id"], ref, solved[0])
 
 
 def test_filters_limit_and_per_category():

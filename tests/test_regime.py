@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import pytest
@@ -181,3 +182,67 @@ def test_the_regime_command_draws_the_steps_figure_from_the_stored_data(tmp_path
     assert cli.main(["regime", "--ratios", "0.0437,0.6", "--schedules", "all-small,oracle", "--steps-figure", str(out)]) == 0
     assert f"steps figure: {out}" in capsys.readouterr().out
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+
+
+FLAT_MID = DeviceProfile("flat-mid", {1: 10.0, 16: 14.0, 64: 40.0}, {1: 6.0, 500: 6.0}, small_ms=0.5)
+
+
+def made_up_replays(seed: int, length: int = 7, depth: int = 2) -> regime.Replays:
+    """Every schedule replayed at every start of a 7-token answer: random acceptance, kept nodes,
+    step sizes and mid-drafter tails (what the walk carries as the backlog)."""
+    import random
+
+    import pandas as pd
+
+    rng, rows = random.Random(seed), []
+    for pos in range(length):
+        for m in regime.masks(depth):
+            calls = m.count("1")
+            rows.append({"qid": "q", "category": "c", "length": length, "pos": pos, "schedule": m,
+                         "accepted": rng.randint(0, 1 + 2 * calls), "kept": rng.randint(2, 64), "backlog": 0,
+                         "tail": rng.randint(0, 2) if calls else -1, **{f"size{k + 1}": rng.randint(1, 60) for k in range(depth)}})
+    return regime.Replays(pd.DataFrame(rows), depth)
+
+
+def cheapest_walk_ms(rep: regime.Replays, profile: DeviceProfile, j: int = 0, backlog: int = 0) -> float:
+    """The least modelled time over every walk (every sequence of one schedule per round), each
+    round priced with the backlog it really carries."""
+    from treegraft_lab.replay import leaf_ms
+
+    if j >= rep.length:
+        return 0.0
+    best = float("inf")
+    for m in regime.masks(rep.depth):
+        lf = rep.rows[(j, m)]
+        acc, tail = int(lf["accepted"]), int(lf["tail"])
+        rest = cheapest_walk_ms(rep, profile, j + acc + 1, tail if tail >= 0 else backlog + acc + 1)
+        best = min(best, sum(leaf_ms(profile, lf, rep.depth, backlog)) + rest)
+    return best
+
+
+def best_ratio_now(rep: regime.Replays, profile: DeviceProfile, j: int, backlog: int) -> str:
+    """The schedule with the most tokens per ms in this round alone (a greedy walk's choice)."""
+    from treegraft_lab.replay import leaf_ms
+
+    def ratio(m: str) -> float:
+        lf = rep.rows[(j, m)]
+        return (int(lf["accepted"]) + 1) / sum(leaf_ms(profile, lf, rep.depth, backlog))
+
+    return max(regime.masks(rep.depth), key=ratio)
+
+
+def test_the_oracle_walk_is_the_cheapest_of_all_walks():
+    """With a mid curve flat over backlogs (where `Replays.oracle` says it is exact) the oracle's
+    walk costs what an exhaustive search over every walk finds; on these replays the best fixed
+    mask and the round-by-round best ratio are often slower, so the search has something to find."""
+    beaten = 0
+    for seed in range(10):
+        rep = made_up_replays(seed)
+        best = cheapest_walk_ms(rep, FLAT_MID)
+        out = rep.oracle(FLAT_MID)
+        assert out["ms"] == pytest.approx(best, rel=1e-12), seed
+        assert out["tokens"] == rep.length and len(out["schedules"].split()) == out["rounds"]
+        fixed = min(rep.walk(FLAT_MID, lambda j, b, m=m: m)["ms"] for m in regime.masks(rep.depth))
+        greedy = rep.walk(FLAT_MID, functools.partial(best_ratio_now, rep, FLAT_MID))["ms"]
+        beaten += fixed > best + 1e-9 and greedy > best + 1e-9
+    assert beaten >= 5

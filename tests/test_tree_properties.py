@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from treegraft_lab import graft
@@ -67,18 +67,33 @@ def test_the_expanded_pool_is_every_live_node_the_mid_drafter_has_not_scored(spe
     assert set(fwd) == set(pool)
 
 
+def subtree(t: DraftTree, v: int) -> set[int]:
+    out, stack = set(), [v]
+    while stack:
+        u = stack.pop()
+        out.add(u)
+        stack.extend(c for c in range(len(t)) if t.parent[c] == u)
+    return out
+
+
 @settings(max_examples=100, deadline=None)
 @given(nodes, st.lists(st.tuples(st.floats(0, 0.999), st.integers(0, 7), st.floats(-6, 0)), min_size=1, max_size=10))
-def test_overwriting_removes_only_the_grafted_parents_other_children(spec, proposals):
+def test_overwriting_removes_exactly_the_grafted_parents_other_children(spec, proposals):
     t = build(spec)
     props = [(int(u * len(t)), tok, lp, 0) for u, tok, lp in proposals]
+    proposed: dict[int, set[int]] = {}
+    for p, tok, _, _ in props:
+        proposed.setdefault(p, set()).add(tok)
+    doomed = set().union(*(subtree(t, c) for c in range(1, len(t)) if t.parent[c] in proposed
+                           and t.tokens[c] not in proposed[t.parent[c]]))
+    assume(doomed)  # a case where overwriting has something to remove
+    n0 = len(t)
     graft.graft(t, props, MID, 2, non_destructive=False)
-    parents = {p for p, _, _, _ in props}
-    for v in range(1, len(t)):
-        if not t.alive[v]:
-            # some ancestor-or-self is a child of a grafted parent whose token was not proposed
-            chain = t.path(v)
-            assert any(t.parent[u] in parents for u in chain[1:])
+    assert {v for v in range(n0) if not t.alive[v]} == doomed
+    for p, tok, _, _ in props:  # every proposal under a surviving parent is its live child
+        if t.alive[p]:
+            assert t.alive[t.children[p][tok]]
+    assert all(t.alive[v] for v in range(n0, len(t)))
 
 
 def test_path_scores_are_sums_of_edge_scores_after_a_refresh():

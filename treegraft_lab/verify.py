@@ -29,7 +29,7 @@ def warp(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float 
     probs = torch.softmax(x, dim=-1)
     if top_p < 1.0:
         sp, si = torch.sort(probs, dim=-1, descending=True)
-        drop = sp.cumsum(-1) - sp > top_p  # keep the smallest prefix whose mass reaches top_p
+        drop = sp.cumsum(-1) - sp >= top_p  # keep the smallest prefix whose mass reaches top_p (as HF)
         sp = sp.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(-1, si, sp)
         probs = probs / probs.sum(-1, keepdim=True)
