@@ -135,7 +135,8 @@ class TreeGraftDecoder:
         self.small.extend(ids)
         self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
         self.target = TargetVerifier(self.pair.target)
-        self.target.prefill(ids[:-1])
+        topk = cfg.children if cfg.matcher == "release" else 0  # the release's matcher scores by these rows
+        self._prompt_rows = self.target.prefill(ids[:-1], fuse=cfg.fuse_prompt, topk=topk)
         self.mid = None
         if self.pair.mid is not None and self._needs_mid(self.config):
             self.mid = ModelDrafter(self.pair.mid)
@@ -209,7 +210,17 @@ class TreeGraftDecoder:
                        chain=step.chain, last_new=last_new, forwarded=step.forwarded)
             expanded, last_new = step.frontier, step.new
             history.append(int(call))
+            if self._growth_ends(tree, last_new):
+                break
         return tree, "".join(map(str, history)), sum(history), mid_s
+
+    def _growth_ends(self, tree: DraftTree, frontier: list[int]) -> bool:
+        """The release's end of a round's growth: an empty frontier (every parent ended, or the
+        first-step fallback) or a tree at the drafting cap (`DecodeConfig.stop_on_relax_zero`)."""
+        cfg = self.config
+        if not frontier:
+            return cfg.stop_on_relax_zero or cfg.first_step_fallback
+        return cfg.stop_on_relax_zero and sum(tree.alive) >= cfg.node_cap
 
     def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int],
                    expanded: list[int] = ()) -> StepResult:
@@ -227,32 +238,97 @@ class TreeGraftDecoder:
         children = cfg.children if cfg.expansion == "per_parent" else None
         if call:
             pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft, cfg.lookback, expanded)  # WHERE
-            fwd = graft.to_forward(tree, pool)
+            fwd = graft.to_forward(tree, pool) if not cfg.mid_scores_all else [
+                v for v in range(len(tree)) if tree.alive[v] and not tree.mid_scored[v]]
             size = self.mid_backlog() + len(fwd) if fwd else 0
             if fwd:
                 _, t = self.timed(self.mid.score, tree, fwd)
                 self._prompt_backlog = 0
+            if cfg.mid_scores_all:
+                graft.mid_override(tree, self.mid)
             frontier = graft.top_by_score(tree, pool, cfg.width)
             proposals = self.mid.propose(tree, frontier, cfg.width, children)
+            if cfg.frontier_order == "match":  # the release grafts parent by parent, in frontier order
+                at = {f: i for i, f in enumerate(frontier)}
+                proposals.sort(key=lambda p: at[p[0]])
             groups = [("mid", proposals)]
         else:
-            pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
+            pool = frontier = last_new if cfg.frontier_order == "match" else graft.top_by_score(tree, last_new, cfg.width)
             if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
                 return StepResult(pool, [], [], [], fwd, t, SKIPPED)  # a step from so unlikely a node cannot pay for itself
             size = len(frontier)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
+            if cfg.matcher == "release":
+                self._draft_ms += self.profile.step_ms(call, size)
+                return self._release_small_step(tree, k, frontier, chain, size)
             groups = self.small.propose_each(tree, frontier, cfg.width, children, chain)  # each small drafter's own
             proposals = merged(tree, groups)
         self._draft_ms += self.profile.step_ms(call, size)  # the one pricing rule (costs.DeviceProfile.step_ms)
         n0 = len(tree)
+        before = {f: {t for t, c in tree.children[f].items() if tree.alive[c]} for f in frontier} \
+            if not call and cfg.stop_on_relax_zero else {}
         tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
         for name, ps in groups:  # which drafter made each node (the recorder and the viewer read it)
             label(tree, ps, name)
         if tails and cfg.chain_frontier:
             new = list(dict.fromkeys(new + tails))
+        if not call and cfg.stop_on_relax_zero:  # an ended parent carries no child into the next frontier
+            ended = graft.ended_parents(tree, frontier, proposals, before, cfg.children)
+            new = [v for v in new if tree.parent[v] not in ended]
+        if not call and k == 1 and cfg.first_step_fallback and not tree.children[0]:
+            graft.fallback_child(tree, self.small.index.most_frequent(), k)
+            new = []
+        elif cfg.frontier_order == "match":
+            new = graft.next_frontier(tree, {v: (0 if call else tree.ngram_n[v]) for v in new}, cfg.width, k)
         landed = set(new)
         return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, t, size)
+
+    def _release_small_step(self, tree: DraftTree, k: int, frontier: list[int], chain: int, size: int) -> StepResult:
+        """An n-gram step of the release's matcher (`graft.release_small_step`), with its stop rule,
+        first-step fallback and frontier order as the config says."""
+        cfg, n0 = self.config, len(tree)
+        cands = graft.release_small_step(tree, self.small.ngram, frontier, chain, cfg.children, cfg.node_cap, k,
+                                         self._prompt_logp, cfg.stop_on_relax_zero)
+        if k == 1 and cfg.first_step_fallback and not tree.children[0]:
+            graft.fallback_child(tree, self.small.index.most_frequent(), k)
+            cands = {}
+        new = graft.next_frontier(tree, cands, cfg.width, k) if cfg.frontier_order == "match" else \
+            graft.top_by_score(tree, list(cands), cfg.width)
+        landed = set(new)
+        return StepResult(frontier, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], [], 0.0, size)
+
+    def _prompt_logp(self, pos: int, token: int) -> float:
+        """The release's n-gram score of `token` at committed position `pos + 1`: the target's log-prob
+        of it after `pos` from the prompt's own forward (outside its top rows: the last minus 5); 0
+        beyond the prompt."""
+        tokens, logps = self._prompt_rows
+        if pos < 0 or pos >= min(len(tokens), self.prompt_len):
+            return 0.0
+        row = tokens[pos]
+        return logps[pos][row.index(token)] if token in row else logps[pos][-1] - 5.0
+
+    def _prefill_token(self) -> list[int]:
+        """fuse_prompt=False: the prompt's last token in a target forward of its own (the rest is
+        cached), whose token is committed and starts round 1, as the release's prefill does."""
+        tree = DraftTree.start(self.root)
+        logits = self.target.forward_tree(tree, [0])
+        if self.config.greedy:
+            tok = int(logits[0].argmax())
+        else:
+            tok = int(torch.multinomial(warp(logits[:1], self.config.temperature, self.config.top_k, self.config.top_p)[0]
+                                        .to(self.generator.device), 1, generator=self.generator))
+        if self.config.matcher == "release":
+            top = torch.topk(torch.log_softmax(logits[0].float(), dim=-1), self.config.children)
+            self._prompt_rows[0].append(top.indices.tolist())
+            self._prompt_rows[1].append(top.values.tolist())
+        self.target.commit([0], [0])
+        if self.mid is not None:
+            self.mid.commit(tree, [0])
+        self.small.extend([tok])
+        self.ids.append(tok)
+        self.root = tok
+        return [tok]
 
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
@@ -382,12 +458,12 @@ class TreeGraftDecoder:
         stop = eos_ids(self.tokenizer, self.pair.target)
         t0 = time.perf_counter()
         self.start(ids)
+        out: list[int] = [] if self.config.fuse_prompt else self._prefill_token()
         t_prefill = time.perf_counter() - t0
         self._emit("run.start", prompt_ids=ids)
-        out: list[int] = []
         rounds: list[RoundInfo] = []
         oracle = self.config.schedule == "oracle"
-        while len(out) < max_new_tokens:
+        while len(out) < max_new_tokens and not (out and out[-1] in stop):
             info, emitted = self._oracle_round() if oracle else self.run_round()
             rounds.append(info)
             self.round_idx += 1
