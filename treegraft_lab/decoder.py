@@ -124,29 +124,38 @@ class TreeGraftDecoder:
                 fn(ev)
 
     # ---- set-up ---------------------------------------------------------------------------------
-    def start(self, ids: list[int]) -> None:
+    def start(self, ids: list[int], prefill_token: bool = False) -> None:
         """Prefill both models with the prompt (all but its last token, the first root); the
-        target's prompt, up to `TargetVerifier.FUSE` tokens of it, waits for the first round's forward."""
+        target's prompt, up to `TargetVerifier.FUSE` tokens of it, waits for the first round's forward
+        (`DecodeConfig.fuse_prompt`; else it is cached now). `prefill_token` (generate, with
+        fuse_prompt=False): the target forwards the whole prompt at once, as the release's prefill,
+        and its next token is committed: it is the first root (`self.first`)."""
         cfg = self.config
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self.ids = list(ids)
         self.prompt_len = len(ids)
-        self.root = ids[-1]
-        self.small = SmallDrafters(self.small_names, cfg.ngram_max, cfg.ngram_min, self.recycled, cfg.recycle_below)
-        self.small.extend(ids)
-        self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
+        self.first: list[int] = []
         self.target = TargetVerifier(self.pair.target)
         topk = cfg.children if cfg.matcher == "release" else 0  # the release's matcher scores by these rows
-        self._prompt_rows = self.target.prefill(ids[:-1], fuse=cfg.fuse_prompt, topk=topk)
+        if prefill_token:
+            *self._prompt_rows, last = self.target.prefill(ids, fuse=False, topk=topk)
+            self.first = [self._pick(last)]
+            self.ids += self.first
+        else:
+            *self._prompt_rows, _ = self.target.prefill(ids[:-1], fuse=cfg.fuse_prompt, topk=topk)
+        self.root = self.ids[-1]
+        self.small = SmallDrafters(self.small_names, cfg.ngram_max, cfg.ngram_min, self.recycled, cfg.recycle_below)
+        self.small.extend(self.ids)
+        self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
         self.mid = None
         if self.pair.mid is not None and self._needs_mid(self.config):
             self.mid = ModelDrafter(self.pair.mid)
             if self._may_skip_mid():  # the prompt waits in `pending` until a call needs it
-                self.mid.pending = list(ids[:-1])
+                self.mid.pending = list(self.ids[:-1])
             else:
-                self.mid.prefill(ids[:-1])
+                self.mid.prefill(self.ids[:-1])
         self._prompt_backlog = len(self.mid.pending) if self.mid is not None else 0  # prefill: not priced
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self._oracle = {"tokens": 0, "ms": 0.0}  # the oracle schedule's running totals (modelled)
         if cfg.prune == "value":
             self.pruner = ValuePruner(self.profile, self._recycled_chances)
@@ -308,27 +317,13 @@ class TreeGraftDecoder:
         row = tokens[pos]
         return logps[pos][row.index(token)] if token in row else logps[pos][-1] - 5.0
 
-    def _prefill_token(self) -> list[int]:
-        """fuse_prompt=False: the prompt's last token in a target forward of its own (the rest is
-        cached), whose token is committed and starts round 1, as the release's prefill does."""
-        tree = DraftTree.start(self.root)
-        logits = self.target.forward_tree(tree, [0])
-        if self.config.greedy:
-            tok = int(logits[0].argmax())
-        else:
-            tok = int(torch.multinomial(warp(logits[:1], self.config.temperature, self.config.top_k, self.config.top_p)[0]
-                                        .to(self.generator.device), 1, generator=self.generator))
-        if self.config.matcher == "release":
-            top = torch.topk(torch.log_softmax(logits[0].float(), dim=-1), self.config.children)
-            self._prompt_rows[0].append(top.indices.tolist())
-            self._prompt_rows[1].append(top.values.tolist())
-        self.target.commit([0], [0])
-        if self.mid is not None:
-            self.mid.commit(tree, [0])
-        self.small.extend([tok])
-        self.ids.append(tok)
-        self.root = tok
-        return [tok]
+    def _pick(self, logits: torch.Tensor) -> int:
+        """The token after a prompt forward's last logits: the argmax, or a sample (warped)."""
+        cfg = self.config
+        if cfg.greedy:
+            return int(logits.argmax())
+        probs = warp(logits[None], cfg.temperature, cfg.top_k, cfg.top_p)[0].to(self.generator.device)
+        return int(torch.multinomial(probs, 1, generator=self.generator))
 
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
@@ -397,7 +392,7 @@ class TreeGraftDecoder:
         cap = self.config.call_budget
         if cap is not None and ctx.mid_calls >= cap:
             return None
-        if not self.config.mid_in_first_round and len(self.ids) == self.prompt_len and not isinstance(policy, MaskPolicy):
+        if not self.config.mid_in_first_round and len(self.ids) == self.prompt_len + len(self.first) and not isinstance(policy, MaskPolicy):
             return None  # a generation's first round: see DecodeConfig.mid_in_first_round
         return bool(policy.decide(ctx))
 
@@ -457,8 +452,8 @@ class TreeGraftDecoder:
             )
         stop = eos_ids(self.tokenizer, self.pair.target)
         t0 = time.perf_counter()
-        self.start(ids)
-        out: list[int] = [] if self.config.fuse_prompt else self._prefill_token()
+        self.start(ids, prefill_token=not self.config.fuse_prompt)
+        out: list[int] = list(self.first)
         t_prefill = time.perf_counter() - t0
         self._emit("run.start", prompt_ids=ids)
         rounds: list[RoundInfo] = []

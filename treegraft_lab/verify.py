@@ -70,9 +70,10 @@ class TargetVerifier:
         self.cached = 0
         self.pending: list[int] = []
 
-    def prefill(self, ids: list[int], fuse: bool = True, topk: int = 0) -> tuple[list, list]:
+    def prefill(self, ids: list[int], fuse: bool = True, topk: int = 0) -> tuple[list, list, torch.Tensor | None]:
         """Cache all of `ids` but their last `FUSE` (0: all of them); the next forward carries those.
-        fuse=False: cache all of them now. `topk`: `kv.prefill`'s rows of the cached positions."""
+        fuse=False: cache all of them now, in one forward. Returns `kv.prefill`'s (top rows, their
+        log-probs, the last cached position's logits)."""
         head = max(0, len(ids) - self.FUSE) if fuse else len(ids)
         rows = kv.prefill(self.model, self.cache, ids[:head], topk)
         self.cached = head
