@@ -25,26 +25,32 @@ def reference() -> dict:
 
 
 @pytest.fixture(scope="module")
-def replays(reference, smollm2_dir):
-    """{schedule: (reference rows, our generations, the recorded Run)}: every prompt decoded now."""
+def replay(reference, smollm2_dir):
+    """replay(schedule) -> (reference rows, our generations, the recorded Run): every prompt of the
+    schedule decoded now (once per test module)."""
     from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts, record
     from treegraft_lab.config import GROWTHS
     from treegraft_lab.prompting import encode_prompt
 
     pair = load_pair(dtype="float32", device="cpu")
     prompts = {q["question_id"]: q for q in load_prompts(per_category=2)}
-    out = {}
-    for name, schedule in SCHEDULES.items():
-        rows = [r for r in reference["rows"] if r["schedule"] == name]
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, clock="a100-paper", **GROWTHS["release"]))
-        gens = []
-        with record(dec, snapshots=name == "10101") as rec:  # the statistics read 10101's trees
-            for row in rows:
-                ids = encode_prompt(pair.tokenizer, prompts[row["question_id"]]["turns"][0])
-                assert len(ids) == row["prompt_len"], row["question_id"]
-                gens.append(dec.generate(ids, max_new_tokens=65))
-        out[name] = (rows, gens, rec.to_run())
-    return out
+    done: dict = {}
+
+    def decode(name: str):
+        if name not in done:
+            rows = [r for r in reference["rows"] if r["schedule"] == name]
+            config = DecodeConfig(schedule=SCHEDULES[name], clock="a100-paper", **GROWTHS["release"])
+            dec = TreeGraftDecoder(pair, config)
+            gens = []
+            with record(dec, snapshots=name == "10101") as rec:  # the statistics read 10101's trees
+                for row in rows:
+                    ids = encode_prompt(pair.tokenizer, prompts[row["question_id"]]["turns"][0])
+                    assert len(ids) == row["prompt_len"], row["question_id"]
+                    gens.append(dec.generate(ids, max_new_tokens=65))
+            done[name] = (rows, gens, rec.to_run())
+        return done[name]
+
+    return decode
 
 
 def first_difference(ours: list[int], theirs: list[int]) -> int | None:
@@ -58,8 +64,8 @@ def close(ours: float, theirs: float, rel: float = 0.01) -> bool:
 
 
 @pytest.mark.parametrize("schedule", list(SCHEDULES))
-def test_the_release_preset_accepts_what_the_release_accepted_round_for_round(replays, schedule):
-    rows, gens, _ = replays[schedule]
+def test_the_release_preset_accepts_what_the_release_accepted_round_for_round(replay, schedule):
+    rows, gens, _ = replay(schedule)
     differ = []
     for row, gen in zip(rows, gens):
         ours = [r.accepted for r in gen.rounds]
@@ -80,10 +86,10 @@ def test_the_release_preset_accepts_what_the_release_accepted_round_for_round(re
     assert all(close(a, b) for a, b in zip(calls, theirs)), (calls, theirs)
 
 
-def test_the_release_statistics_on_release_trees_are_the_releases_own(replays, reference):
+def test_the_release_statistics_on_release_trees_are_the_releases_own(replay, reference):
     from treegraft_lab.viz.stats import release_statistics
 
-    _, _, run = replays["10101"]
+    _, _, run = replay("10101")
     stats = release_statistics(run)["value"]
     theirs = reference["summary"]["10101"]
     print("\n", release_statistics(run).to_string())
