@@ -76,6 +76,10 @@ def test_the_release_preset_accepts_what_the_release_accepted_round_for_round(re
     print(f"\n{schedule}: {len(rows) - len(differ)}/{len(rows)} questions identical round for round", *differ, sep="\n  ")
     assert len(rows) - len(differ) >= len(rows) - 1, differ
 
+    for row, gen in zip(rows, gens):  # lossless: the release's output (plain greedy), token for token
+        n = min(len(gen.token_ids), len(row["output_ids"]))
+        assert gen.token_ids[:n] == row["output_ids"][:n], row["question_id"]
+
     forwards = sum(len(g.rounds) for g in gens)
     tokens = sum(r.accepted + 1 for g in gens for r in g.rounds)  # the release's new_token: each round's root + accepted
     assert close(forwards, sum(r["verify_forwards"] for r in rows)), forwards
