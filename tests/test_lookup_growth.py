@@ -169,24 +169,26 @@ def test_a_small_step_from_unlikely_nodes_is_skipped_and_not_priced():
 def test_the_growth_presets_are_named_by_their_fields():
     from treegraft_lab.config import GROWTHS
 
-    assert DecodeConfig().growth == "release"
+    assert DecodeConfig().growth == "full"
     assert all(DecodeConfig(**over).growth == name for name, over in GROWTHS.items())
     assert DecodeConfig(lookup=3).growth == "custom"
 
 
-def test_a_scheduler_trained_on_release_trees_never_drives_lookup_trees(tmp_path):
+def test_a_scheduler_trained_on_full_trees_never_drives_lookup_or_release_trees(tmp_path):
     from treegraft_lab.config import GROWTHS
     from treegraft_lab.schedule.adaptive import artifact_folder, check_match
 
-    meta = {"pair": "p", "profile_class": "a100-paper", "prune": "topk"}  # no growth recorded: the release's
+    meta = {"pair": "p", "profile_class": "a100-paper", "prune": "topk"}  # no growth recorded: the full growth
     prof = type("Prof", (), {"name": "a100-paper", "key": {}})()
-    check_match(meta, "p", prof, "topk", tmp_path)  # release trees: fine
-    with pytest.raises(TreeGraftError, match="growth 'release'.*not 'lookup'"):
-        check_match(meta, "p", prof, "topk", tmp_path, "lookup")
+    check_match(meta, "p", prof, "topk", tmp_path)  # full trees: fine
+    for other in ("lookup", "release"):
+        with pytest.raises(TreeGraftError, match=f"growth 'full'.*not '{other}'"):
+            check_match(meta, "p", prof, "topk", tmp_path, other)
     check_match({**meta, "growth": "lookup"}, "p", prof, "topk", tmp_path, "lookup")
     pair = type("Pair", (), {"name": "p"})()
     assert artifact_folder(pair, DecodeConfig(), prof).name == "a100-paper-topk"
     assert artifact_folder(pair, DecodeConfig(**GROWTHS["lookup"]), prof).name == "a100-paper-topk-lookup"
+    assert artifact_folder(pair, DecodeConfig(**GROWTHS["release"]), prof).name == "a100-paper-topk-release"
 
 
 def test_a_scheduler_trained_on_n_gram_trees_never_drives_trees_with_recycled_candidates(tmp_path):

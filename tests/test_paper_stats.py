@@ -24,8 +24,8 @@ STEPS = {1: (True, [0], [1, 2], [], 1, 1),
          5: (True, [1, 10], [], [], 12, 3)}
 
 
-def hand_run(output_tokens: int = 4, accepted: int = 3) -> Run:
-    cfg = {**DecodeConfig(schedule="10111", width=2, lookback=5).to_dict()}
+def hand_run(output_tokens: int = 4, accepted: int = 3, **config) -> Run:
+    cfg = {**DecodeConfig(schedule="10111", width=2, lookback=5, **config).to_dict()}
     runs = pd.DataFrame([{"run": 0, "prompt_ids": [1, 2], "output_ids": list(range(output_tokens)),
                           "config": json.dumps(cfg, default=str), "category": "x"}])
     rounds = pd.DataFrame([{"run": 0, "round": 0, "accepted": accepted}])
@@ -40,6 +40,13 @@ def hand_run(output_tokens: int = 4, accepted: int = 3) -> Run:
                           "alive": True, "mid_scored": False, "in_frontier": v in front, "new": v in new + chain,
                           "chain": v in chain})
     return Run(runs=runs, rounds=rounds, steps=pd.DataFrame(steps), nodes=pd.DataFrame(nodes), tree=pd.DataFrame())
+
+
+def test_a_prompt_forward_of_its_own_counts_as_a_target_forward_and_a_fused_one_does_not():
+    fused, own = (paper_statistics(hand_run(fuse_prompt=f)) for f in (True, False))
+    assert fused.loc["acceptance length A", "paper definition"] == pytest.approx(4 / 1)
+    assert own.loc["acceptance length A", "paper definition"] == pytest.approx(4 / 2)  # 1 round + 1 prompt forward
+    assert fused.loc["acceptance length A", "n"].endswith("(1 rounds + 0 prompt forwards)")
 
 
 def test_pool_and_reference_depths_before_each_step_by_hand():
@@ -57,7 +64,7 @@ def test_paper_statistics_by_hand():
     t = paper_statistics(hand_run())
     assert list(t.columns) == ["paper definition", "ours", "n", "paper", "definition"]
     v = t["paper definition"]
-    assert v["acceptance length A"] == pytest.approx(4 / 2)  # 4 new tokens / (1 round + 1 prefill)
+    assert v["acceptance length A"] == pytest.approx(4 / 1)  # 4 new tokens / 1 round: the prompt rode in it
     assert t.loc["acceptance length A", "ours"] == 3  # accepted draft tokens per round
     # mid calls k = 1, 3, 4, 5: shares 0, 1/2, 1/2, 1/2 (k = 1 counted as 0)
     assert v["reselected share (mean of per-call shares)"] == pytest.approx(1.5 / 4)
@@ -75,9 +82,12 @@ def test_paper_statistics_by_hand():
     assert t.loc["reselected share (mean of per-call shares)", "n"].startswith("4 mid calls (1 at k = 1")
 
 
-def test_acceptance_length_equals_new_tokens_over_counted_target_forwards():
+@pytest.mark.parametrize("growth", ["full", "release"])
+def test_acceptance_length_equals_new_tokens_over_counted_target_forwards(growth):
+    from treegraft_lab.config import GROWTHS
+
     pair = tiny_pair(scale=4.0)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=16, clock="a100-paper"))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=16, clock="a100-paper", **GROWTHS[growth]))
     forwards, tokens = [], 0
     pair.target.register_forward_hook(lambda *a: forwards.append(1))  # every target forward
     prompts = ([3, 5, 7, 9, 3, 5, 7], [1, 2, 3, 1, 2, 3, 1, 2])
@@ -85,9 +95,10 @@ def test_acceptance_length_equals_new_tokens_over_counted_target_forwards():
         for prompt in prompts:
             tokens += len(dec.generate(prompt, max_new_tokens=20).token_ids)
     run = rec.to_run()
-    assert len(forwards) == len(run.rounds)  # the prompt rides in the first round's forward
+    own = len(prompts) if growth == "release" else 0  # the release's prompt forward; else it rides in round 1
+    assert len(forwards) == len(run.rounds) + own
     a = paper_statistics(run).loc["acceptance length A", "paper definition"]
-    assert a == pytest.approx(tokens / (len(forwards) + len(prompts)))  # the release counts a prefill per generation
+    assert a == pytest.approx(tokens / len(forwards))
     assert a > run.rounds["accepted"].mean()  # the bonus token is counted
 
 

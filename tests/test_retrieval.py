@@ -240,7 +240,7 @@ def test_a_fitted_rule_is_read_by_name_and_offered_by_the_playground(tmp_path, m
     cfg = DecodeConfig(clock="a100-paper", budget=8)
     (tmp_path / "rules.json").write_text(json.dumps({rules.rules_key(cfg): {"rule:match": {"value": 2}}}))
     monkeypatch.setattr(rules, "rules_file", lambda name: tmp_path / "rules.json")
-    assert rules.rules_key(cfg) == "a100-paper-topk-release-ngram"
+    assert rules.rules_key(cfg) == "a100-paper-topk-full-ngram"
     pol = RulePolicy.for_config(DecodeConfig(schedule="rule:match", clock="a100-paper", budget=8), pair)
     assert pol.name == "rule:match=2"
     assert rule_schedules(pair, cfg) == ["rule:match=2"]  # rule:score has no fitted value: not offered

@@ -13,15 +13,26 @@ if TYPE_CHECKING:  # the annotation only: `import treegraft_lab.config` stays fr
 NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
 RULES = ("rule:match", "rule:score")  # optionally with its value: "rule:match=3", "rule:score=0.3"
 EXPANSIONS = ("per_parent", "global")
-# Named tree-growth rules: DecodeConfig overrides. "release": the authors' release (the defaults);
-# "lookup": the release's rule plus prompt lookup's draft (16 tokens) under the root at the first
-# small step, its tail joining the frontier, and small steps skipped where they cannot pay; "compact": the global top-W children per step, no chains, every unscored node reselectable.
+# Named tree-growth rules: DecodeConfig overrides. "full" (the defaults): per-parent top-k children,
+# n-gram chains and the reselection depth window at every one of the D steps; "release": the
+# authors' release as its evaluator runs it (its parent-ending rule, first-step fallback, matcher
+# and scores, frontier order, whole-tree mid scoring and its own prompt forward; replayed round for
+# round by tests/test_release_replay.py); "lookup": the full rule plus prompt lookup's draft (16
+# tokens) under the root at the first small step, its tail joining the frontier, and small steps
+# skipped where they cannot pay; "compact": the global top-W children per step, no chains, every
+# unscored node reselectable.
+RELEASE_RULES = {"fuse_prompt": False, "stop_on_relax_zero": True, "first_step_fallback": True,
+                 "matcher": "release", "frontier_order": "match", "mid_scores_all": True}
 GROWTHS = {
-    "release": {},
+    "full": {},
+    "release": RELEASE_RULES,
     "lookup": {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1},
     "compact": {"expansion": "global", "ngram_chain": False, "lookback": None},
 }
-GROWTH_FIELDS = ("expansion", "ngram_chain", "chain_len", "lookback", "lookup", "chain_frontier", "min_step_p")
+GROWTH_FIELDS = ("expansion", "ngram_chain", "chain_len", "lookback", "lookup", "chain_frontier", "min_step_p",
+                 *RELEASE_RULES)
+MATCHERS = ("index", "release")
+FRONTIER_ORDERS = ("score", "match")
 
 
 def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
@@ -101,7 +112,30 @@ class DecodeConfig:
     by default); the tree is cut only once, to the budget. lookback: at a mid step the reselection
     pool is every live node whose depth is within `lookback` depths above the deepest frontier depth
     (5 with D = 5: every depth up to the frontier, root included); None: every live node the mid
-    drafter has not scored (the paper's text). budget: non-root nodes the target verifies (B_ver), or "auto" to pick
+    drafter has not scored (the paper's text).
+    The authors' release (growth "release", `RELEASE_RULES`) runs six more rules, each a field:
+    fuse_prompt: the target's prompt rides in the first round's tree forward (True: one forward
+    less a generation) or is prefilled in a forward of its own whose token starts round 1 (False:
+    the release, and its count of target forwards). stop_on_relax_zero: an n-gram parent whose
+    matches give fewer than `children` distinct next tokens (its existing children included) is
+    ended: its matched chains still go into the tree, but none of its children joins the next
+    frontier; a round's growth stops when the frontier is empty or the tree reaches the drafting
+    cap (the release's evaluator hard-codes it). first_step_fallback: when step 1 is an n-gram step
+    and the root gets no child, it gets one, the context's most frequent token (ties: the latest,
+    then the smallest id) with path score 0, and the round's growth ends there. matcher: "index"
+    (the n-gram index: per first token one chain, from its latest occurrence, scored by counts) or
+    "release" (every distinct continuation of every earlier occurrence of the longest matching
+    n-grams becomes a chain of the step's chain length, most specific match then latest first;
+    the first token is scored by the target's log-prob of it at the matched position of the
+    prompt, read from the prompt's own forward (its top `children`; outside them the last minus 5;
+    0 in generated text), the chain's other tokens are unscored (-inf) until a mid call scores
+    them; needs fuse_prompt=False). frontier_order: the next frontier is the top-W of a step's new
+    nodes by path score ("score") or, as the release, every child of a parent the step expanded
+    (and not ended) ranked by the n-gram match size that proposed it (mid children: 0), then path
+    score, then age, cut to `width` after step 1 ("match"). mid_scores_all: a mid call forwards
+    every live node it has not scored (not only the reselection pool and its ancestors) and its
+    log-probs replace every edge score of the tree, as the release's whole-tree mid forward does.
+    budget: non-root nodes the target verifies (B_ver), or "auto" to pick
     it from a measured cost curve. prune: "topk" keeps the budget's best nodes by path score (the
     paper); "value" keeps, each round, only the best nodes whose calibrated acceptance chance pays
     for their verification time on this device (at most `budget`; budget.ValuePruner). ngram_max/ngram_min: n-gram match sizes of the small drafter.
@@ -138,6 +172,12 @@ class DecodeConfig:
     lookup: int = 0
     chain_frontier: bool = False
     min_step_p: float = 0.0
+    fuse_prompt: bool = True
+    stop_on_relax_zero: bool = False
+    first_step_fallback: bool = False
+    matcher: str = "index"
+    frontier_order: str = "score"
+    mid_scores_all: bool = False
     max_nodes: int | None = None
     lookback: int | None = 5
     budget: int | str = 63
@@ -181,6 +221,18 @@ class DecodeConfig:
         need(isinstance(self.min_step_p, (int, float)) and 0 <= self.min_step_p < 1,
              f"min_step_p must be a probability in [0, 1) (a small step after the first is skipped when its best "
              f"frontier node's path probability is below it; 0: never), got {self.min_step_p!r}")
+        for name in ("fuse_prompt", "stop_on_relax_zero", "first_step_fallback", "mid_scores_all"):
+            need(isinstance(getattr(self, name), bool), f"{name} must be True or False, got {getattr(self, name)!r}")
+        need(self.matcher in MATCHERS, f"matcher must be 'index' (the n-gram index's latest continuation per token) or "
+             f"'release' (every continuation, scored by the target's prompt log-probs), got {self.matcher!r}")
+        need(self.frontier_order in FRONTIER_ORDERS, f"frontier_order must be 'score' (top-W by path score) or 'match' "
+             f"(the release: n-gram match size, then path score), got {self.frontier_order!r}")
+        if self.matcher == "release":
+            need(not self.fuse_prompt, "matcher='release' scores n-gram tokens by the target's log-probs over the prompt, "
+                 "which only a prompt forward of its own gives: set fuse_prompt=False (or use growth 'release')")
+            need(self.small == "ngram" and self.expansion == "per_parent" and self.ngram_chain and self.lookup == 0,
+                 "matcher='release' is the release's n-gram drafter: it needs small='ngram', expansion='per_parent', "
+                 "ngram_chain=True and lookup=0")
         need(self.max_nodes is None or (isinstance(self.max_nodes, int) and self.max_nodes >= 2),
              f"max_nodes (the drafting cap, root included) must be an integer >= 2 or None, got {self.max_nodes!r}")
         need(self.lookback is None or (isinstance(self.lookback, int) and self.lookback >= 0),

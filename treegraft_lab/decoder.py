@@ -125,29 +125,39 @@ class TreeGraftDecoder:
                 fn(ev)
 
     # ---- set-up ---------------------------------------------------------------------------------
-    def start(self, ids: list[int]) -> None:
+    def start(self, ids: list[int], prefill_token: bool = False) -> None:
         """Prefill both models with the prompt (all but its last token, the first root); the
-        target's prompt, up to `TargetVerifier.FUSE` tokens of it, waits for the first round's forward."""
+        target's prompt, up to `TargetVerifier.FUSE` tokens of it, waits for the first round's forward
+        (`DecodeConfig.fuse_prompt`; else it is cached now). `prefill_token` (generate, with
+        fuse_prompt=False): the target forwards the whole prompt at once, as the release's prefill,
+        and its next token is committed: it is the first root (`self.first`)."""
         cfg = self.config
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self.ids = list(ids)
         self.prompt_len = len(ids)
-        self.root = ids[-1]
-        self.small = SmallDrafters(self.small_names, cfg.ngram_max, cfg.ngram_min, self.recycled, cfg.recycle_below)
-        self.small.extend(ids)
-        self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
+        self.first: list[int] = []
         self.target = TargetVerifier(self.pair.target)
-        self.target.prefill(ids[:-1])
+        topk = cfg.children if cfg.matcher == "release" else 0  # the release's matcher scores by these rows
+        if prefill_token:
+            *self._prompt_rows, last = self.target.prefill(ids, fuse=False, topk=topk)
+            self.first = [self._pick(last)]
+            self.ids += self.first
+        else:
+            *self._prompt_rows, _ = self.target.prefill(ids[:-1], fuse=cfg.fuse_prompt, topk=topk)
+        self.root = self.ids[-1]
+        self.small = SmallDrafters(self.small_names, cfg.ngram_max, cfg.ngram_min, self.recycled, cfg.recycle_below)
+        self.small.extend(self.ids)
+        self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
         self.mid = None
         if self.pair.mid is not None and self._needs_mid(self.config):
             top = cfg.children if cfg.expansion == "per_parent" else cfg.width  # read with each call: one read
             self.mid = ModelDrafter(self.pair.mid, top=top)
             if self._may_skip_mid():  # the prompt waits in `pending` until a call needs it
-                self.mid.pending = list(ids[:-1])
+                self.mid.pending = list(self.ids[:-1])
             else:
-                self.mid.prefill(ids[:-1])
+                self.mid.prefill(self.ids[:-1])
         self._prompt_backlog = len(self.mid.pending) if self.mid is not None else 0  # prefill: not priced
-        self.generator = torch.Generator(device=self.device)
-        self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self._oracle = {"tokens": 0, "ms": 0.0}  # the oracle schedule's running totals (modelled)
         if cfg.prune == "value":
             self.pruner = ValuePruner(self.profile, self._recycled_chances)
@@ -213,7 +223,17 @@ class TreeGraftDecoder:
                        chain=step.chain, last_new=last_new, forwarded=step.forwarded)
             expanded, last_new = step.frontier, step.new
             history.append(int(call))
+            if self._growth_ends(tree, last_new):
+                break
         return tree, "".join(map(str, history)), sum(history), 0.0
+
+    def _growth_ends(self, tree: DraftTree, frontier: list[int]) -> bool:
+        """The release's end of a round's growth: an empty frontier (every parent ended, or the
+        first-step fallback) or a tree at the drafting cap (`DecodeConfig.stop_on_relax_zero`)."""
+        cfg = self.config
+        if not frontier:
+            return cfg.stop_on_relax_zero or cfg.first_step_fallback
+        return cfg.stop_on_relax_zero and sum(tree.alive) >= cfg.node_cap
 
     def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int],
                    expanded: list[int] = ()) -> StepResult:
@@ -231,32 +251,83 @@ class TreeGraftDecoder:
         children = cfg.children if cfg.expansion == "per_parent" else None
         if call:
             pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft, cfg.lookback, expanded)  # WHERE
-            fwd = graft.to_forward(tree, pool)
+            fwd = graft.to_forward(tree, pool) if not cfg.mid_scores_all else [
+                v for v in range(len(tree)) if tree.alive[v] and not tree.mid_scored[v]]
             size = self.mid_backlog() + len(fwd) if fwd else 0
             if fwd:
                 self.mid.absorb(tree, *self.laps.run(self.mid.forward, tree, fwd))  # the call's one host read
                 self._prompt_backlog = 0
+            if cfg.mid_scores_all:
+                graft.mid_override(tree, self.mid)
             frontier = graft.top_by_score(tree, pool, cfg.width)
             proposals = self.mid.propose(tree, frontier, cfg.width, children)
+            if cfg.frontier_order == "match":  # the release grafts parent by parent, in frontier order
+                at = {f: i for i, f in enumerate(frontier)}
+                proposals.sort(key=lambda p: at[p[0]])
             groups = [("mid", proposals)]
         else:
-            pool = frontier = graft.top_by_score(tree, last_new, cfg.width)
+            pool = frontier = last_new if cfg.frontier_order == "match" else graft.top_by_score(tree, last_new, cfg.width)
             if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
                 return StepResult(pool, [], [], [], fwd, SKIPPED)  # a step from so unlikely a node cannot pay for itself
             size = len(frontier)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
+            if cfg.matcher == "release":
+                self._draft_ms += self.profile.step_ms(call, size)
+                return self._release_small_step(tree, k, frontier, chain, size)
             groups = self.small.propose_each(tree, frontier, cfg.width, children, chain)  # each small drafter's own
             proposals = merged(tree, groups)
         self._draft_ms += self.profile.step_ms(call, size)  # the one pricing rule (costs.DeviceProfile.step_ms)
         n0 = len(tree)
+        before = {f: {t for t, c in tree.children[f].items() if tree.alive[c]} for f in frontier} \
+            if not call and cfg.stop_on_relax_zero else {}
         tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
         for name, ps in groups:  # which drafter made each node (the recorder and the viewer read it)
             label(tree, ps, name)
         if tails and cfg.chain_frontier:
             new = list(dict.fromkeys(new + tails))
+        if not call and cfg.stop_on_relax_zero:  # an ended parent carries no child into the next frontier
+            ended = graft.ended_parents(tree, frontier, proposals, before, cfg.children)
+            new = [v for v in new if tree.parent[v] not in ended]
+        if not call and k == 1 and cfg.first_step_fallback and not tree.children[0]:
+            graft.fallback_child(tree, self.small.index.most_frequent(), k)
+            new = []
+        elif cfg.frontier_order == "match":
+            new = graft.next_frontier(tree, {v: (0 if call else tree.ngram_n[v]) for v in new}, cfg.width, k)
         landed = set(new)
         return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, size)
+
+    def _release_small_step(self, tree: DraftTree, k: int, frontier: list[int], chain: int, size: int) -> StepResult:
+        """An n-gram step of the release's matcher (`graft.release_small_step`), with its stop rule,
+        first-step fallback and frontier order as the config says."""
+        cfg, n0 = self.config, len(tree)
+        cands = graft.release_small_step(tree, self.small.ngram, frontier, chain, cfg.children, cfg.node_cap, k,
+                                         self._prompt_logp, cfg.stop_on_relax_zero)
+        if k == 1 and cfg.first_step_fallback and not tree.children[0]:
+            graft.fallback_child(tree, self.small.index.most_frequent(), k)
+            cands = {}
+        new = graft.next_frontier(tree, cands, cfg.width, k) if cfg.frontier_order == "match" else \
+            graft.top_by_score(tree, list(cands), cfg.width)
+        landed = set(new)
+        return StepResult(frontier, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], [], size)
+
+    def _prompt_logp(self, pos: int, token: int) -> float:
+        """The release's n-gram score of `token` at committed position `pos + 1`: the target's log-prob
+        of it after `pos` from the prompt's own forward (outside its top rows: the last minus 5); 0
+        beyond the prompt."""
+        tokens, logps = self._prompt_rows
+        if pos < 0 or pos >= min(len(tokens), self.prompt_len):
+            return 0.0
+        row = tokens[pos]
+        return logps[pos][row.index(token)] if token in row else logps[pos][-1] - 5.0
+
+    def _pick(self, logits: torch.Tensor) -> int:
+        """The token after a prompt forward's last logits: the argmax, or a sample (warped)."""
+        cfg = self.config
+        if cfg.greedy:
+            return int(logits.argmax())
+        probs = warp(logits[None], cfg.temperature, cfg.top_k, cfg.top_p)[0].to(self.generator.device)
+        return int(torch.multinomial(probs, 1, generator=self.generator))
 
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
@@ -326,7 +397,7 @@ class TreeGraftDecoder:
         cap = self.config.call_budget
         if cap is not None and ctx.mid_calls >= cap:
             return None
-        if not self.config.mid_in_first_round and len(self.ids) == self.prompt_len and not isinstance(policy, MaskPolicy):
+        if not self.config.mid_in_first_round and len(self.ids) == self.prompt_len + len(self.first) and not isinstance(policy, MaskPolicy):
             return None  # a generation's first round: see DecodeConfig.mid_in_first_round
         return bool(policy.decide(ctx))
 
@@ -386,13 +457,13 @@ class TreeGraftDecoder:
             )
         stop = eos_ids(self.tokenizer, self.pair.target)
         t0 = time.perf_counter()
-        self.start(ids)
+        self.start(ids, prefill_token=not self.config.fuse_prompt)
+        out: list[int] = list(self.first)
         t_prefill = time.perf_counter() - t0
         self._emit("run.start", prompt_ids=ids)
-        out: list[int] = []
         rounds: list[RoundInfo] = []
         oracle = self.config.schedule == "oracle"
-        while len(out) < max_new_tokens:
+        while len(out) < max_new_tokens and not (out and out[-1] in stop):
             info, emitted = self._oracle_round() if oracle else self.run_round()
             rounds.append(info)
             self.round_idx += 1

@@ -51,6 +51,9 @@ class NgramIndex:
         # n-gram (n <= max(nmax, LOOKUP_NGRAM)) -> position of the token after its earliest / latest occurrence
         self.first: dict[tuple[int, ...], int] = {}
         self.latest: dict[tuple[int, ...], int] = {}
+        self.follow: dict[tuple[int, ...], list[int]] = {}  # n-gram -> positions of the tokens that followed it
+        self.count: dict[int, int] = {}  # token -> occurrences
+        self.where: dict[int, int] = {}  # token -> its latest position
 
     def extend(self, tokens: list[int]) -> None:
         """Append committed tokens: O(nmax) dictionary updates per token, never a rebuild."""
@@ -67,6 +70,9 @@ class NgramIndex:
                     d = table.setdefault(g, {})
                     d[t] = d.get(t, 0) + 1
                     self.last.setdefault(g, {})[t] = i
+                    self.follow.setdefault(g, []).append(i)
+            self.count[t] = self.count.get(t, 0) + 1
+            self.where[t] = i
             seq.append(t)
 
     def lookup(self, suffix: list[int]) -> tuple[int, dict[int, int] | None]:
@@ -130,6 +136,10 @@ class NgramIndex:
                 return n, pos
         return None
 
+    def most_frequent(self) -> int:
+        """The committed text's most frequent token (ties: the latest, then the smallest id)."""
+        return min(self.count, key=lambda t: (-self.count[t], -self.where[t], t))
+
     def match_size(self) -> int:
         """n of the longest n-gram ending the committed text that occurred before (0: none)."""
         return self.lookup(self.tokens[-self.nmax :])[0]
@@ -175,6 +185,36 @@ class NgramDrafter:
         return [p for _, p in (out if children is not None else out[:width])]
 
 
+    def release_matches(self, tree: DraftTree, parent: int, length: int, k: int
+                        ) -> tuple[list[tuple[tuple[int, ...], int, int]], dict[int, int], bool]:
+        """The release's matcher for one parent: (chains, match sizes, ended).
+
+        From the longest n-gram ending the parent's path down to the shortest, every earlier
+        occurrence whose next `length` tokens lie in the committed text gives that continuation
+        (one chain); backing off stops after the size at which the parent has `k` distinct next
+        tokens, its live children counted. chains: (tokens, n, position of the first token) for each
+        distinct continuation the tree does not already hold, most specific match first, then
+        latest, then by tokens; match sizes: first token -> the longest n that proposed it;
+        ended: fewer than `k` distinct next tokens (`DecodeConfig.stop_on_relax_zero`)."""
+        idx, toks = self.index, self.index.tokens
+        window = (toks[-idx.nmax :] + tree.path_tokens(parent)[1:])[-idx.nmax :]
+        seen = {t for t, c in tree.children[parent].items() if tree.alive[c]}
+        found: dict[tuple[int, ...], tuple[int, int]] = {}
+        sizes: dict[int, int] = {}
+        for n in range(min(idx.nmax, len(window)), idx.nmin - 1, -1):
+            for p in idx.follow.get(tuple(window[-n:]), ()):
+                if p + length > len(toks):
+                    continue
+                chain = tuple(toks[p : p + length])
+                sizes.setdefault(chain[0], n)
+                seen.add(chain[0])
+                if chain not in found and not holds_under(tree, parent, chain):
+                    found[chain] = (n, p)
+            if len(seen) >= k:
+                break
+        order = sorted(found.items(), key=lambda c: (-c[1][0], -c[1][1], c[0]))
+        return [(chain, n, p) for chain, (n, p) in order], sizes, len(seen) < k
+
     def lookup(self, length: int, latest: bool = False) -> list[Proposal]:
         """Prompt lookup's draft of up to `length` tokens as one chain under the root (node 0),
         from the earliest occurrence (HF's rule) and, with `latest`, also from the latest one.
@@ -191,6 +231,15 @@ class NgramDrafter:
             if e is not None:
                 out.append((0, tok, e[1], e[0], idx.chain(suffix, m[1], length)))
         return out
+
+
+def holds_under(tree: DraftTree, v: int, tokens) -> bool:
+    """True when the live path `tokens` hangs below node `v`."""
+    for tok in tokens:
+        v = tree.children[v].get(tok, -1)
+        if v < 0 or not tree.alive[v]:
+            return False
+    return True
 
 
 class ModelDrafter:

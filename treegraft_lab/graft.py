@@ -17,8 +17,11 @@ are discarded when the mid drafter grafts under it.
 
 from __future__ import annotations
 
-from treegraft_lab.drafters import Proposal
-from treegraft_lab.tree import DraftTree
+import math
+from collections.abc import Callable
+
+from treegraft_lab.drafters import NgramDrafter, Proposal
+from treegraft_lab.tree import SMALL, DraftTree
 
 
 # ---- WHERE ------------------------------------------------------------------------------------
@@ -99,3 +102,81 @@ def graft(tree: DraftTree, proposals: list[Proposal], creator: int, step: int, n
                 break
     tree.refresh_scores()
     return landed
+
+
+# ---- the release's rules (DecodeConfig: matcher, stop_on_relax_zero, first_step_fallback,
+# frontier_order, mid_scores_all) --------------------------------------------------------------
+def next_frontier(tree: DraftTree, candidates: dict[int, int], width: int, k: int) -> list[int]:
+    """frontier_order "match": the candidates (node -> n-gram match size, 0 for mid children)
+    ranked by match size, then path score, then age; cut to `width` after step 1."""
+    order = sorted((v for v in candidates if tree.alive[v]), key=lambda v: (-candidates[v], -tree.score[v], v))
+    return order if k == 1 else order[:width]
+
+
+def ended_parents(tree: DraftTree, frontier: list[int], proposals: list[Proposal], before: dict[int, set[int]],
+                  children: int) -> set[int]:
+    """stop_on_relax_zero with the index matcher: the frontier parents whose live children before
+    the step (`before`: parent -> tokens) and proposals give fewer than `children` distinct tokens."""
+    cover = {f: set(before.get(f, ())) for f in frontier}
+    for p in proposals:
+        if p[0] in cover:
+            cover[p[0]].add(p[1])
+    return {f for f, toks in cover.items() if len(toks) < children}
+
+
+def add_chain(tree: DraftTree, parent: int, chain: tuple[int, ...], n: int, lp: float, step: int, cap: int) -> None:
+    """The release's way to hang an n-gram continuation under `parent`: missing nodes are created
+    (none past `cap` live nodes), the first token's path score is the higher of its own and the
+    parent's plus `lp`, the others are created unscored (-inf) and existing ones are left as they are."""
+    v, live = parent, sum(tree.alive)
+    for i, tok in enumerate(chain):
+        c = tree.children[v].get(tok)
+        if c is None or not tree.alive[c]:
+            if live >= cap:
+                return
+            c = tree._append(tok, v, lp if i == 0 else -math.inf, SMALL, step, n if i == 0 else 0)
+            live += 1
+        else:
+            tree.drafted_by[c] |= SMALL
+            if i == 0 and tree.score[v] + lp > tree.score[c]:
+                tree.score[c] = tree.score[v] + lp  # the release raises the node only, not its subtree
+                tree.logp[c] = lp
+        tree.add_source(c, "ngram")
+        v = c
+
+
+def release_small_step(tree: DraftTree, small: NgramDrafter, frontier: list[int], length: int, children: int,
+                       cap: int, step: int, logp_at: Callable[[int, int], float], stop: bool) -> dict[int, int]:
+    """One n-gram step of the release's matcher (`NgramDrafter.release_matches`) over `frontier`, in
+    its order: each parent's chains are added (`add_chain`), and, unless the parent is ended (`stop`),
+    its live children become candidates of the next frontier with the match size that proposed
+    them (0 for another drafter's). `logp_at(pos, token)`: the first token's score (`DecodeConfig.matcher`)."""
+    candidates: dict[int, int] = {}
+    for f in frontier:
+        chains, sizes, ended = small.release_matches(tree, f, length, children)
+        for chain, n, pos in chains:
+            add_chain(tree, f, chain, n, logp_at(pos - 1, chain[0]), step, cap)
+        if stop and ended:
+            continue
+        for tok, c in tree.children[f].items():
+            if tree.alive[c]:
+                candidates[c] = max(candidates.get(c, -1), sizes.get(tok, 0))
+    return candidates
+
+
+def fallback_child(tree: DraftTree, token: int, step: int) -> int:
+    """first_step_fallback: the root's one child `token`, path score 0."""
+    v, _ = tree.add_child(0, token, 0.0, SMALL, step, 0)
+    tree.add_source(v, "ngram")
+    return v
+
+
+def mid_override(tree: DraftTree, mid) -> None:
+    """mid_scores_all: every live edge whose parent the mid drafter has scored takes its log q
+    (one gather), and every path score is recomputed, as the release's whole-tree forward does."""
+    kids = [v for v in range(1, len(tree)) if tree.alive[v] and mid.scored(tree.parent[v])]
+    if kids:
+        lp = mid.token_logq([tree.parent[v] for v in kids], [tree.tokens[v] for v in kids]).tolist()
+        for v, x in zip(kids, lp):
+            tree.logp[v] = x
+    tree.refresh_scores()

@@ -105,15 +105,26 @@ def cache_len(cache: DynamicCache) -> int:
 
 
 @torch.inference_mode()
-def prefill(model, cache: DynamicCache, ids: list[int]) -> None:
-    """Run a causal forward of `ids` into the cache (logits of the last position only)."""
+def prefill(model, cache: DynamicCache, ids: list[int], topk: int = 0) -> tuple[list, list, torch.Tensor | None]:
+    """Run a causal forward of `ids` into the cache. Returns the last position's logits [vocab]
+    (None without ids) and, with `topk`, the model's top-`topk` next tokens and their float32
+    log-probs at every position of `ids` (two lists of rows; chunks of 256 bound the logits' memory)."""
+    tokens: list = []
+    logps: list = []
+    last = None
     if not ids:
-        return
+        return tokens, logps, last
     device = model.device
-    chunk = 1024
+    chunk = 256 if topk else 1024
     for i in range(0, len(ids), chunk):
         x = torch.tensor([ids[i : i + chunk]], device=device)
-        model(input_ids=x, use_cache=True, logits_to_keep=1, **{_cache_kw(type(model)): cache})
+        out = model(input_ids=x, use_cache=True, logits_to_keep=0 if topk else 1, **{_cache_kw(type(model)): cache})
+        last = out.logits[0, -1]
+        if topk:
+            top = torch.topk(torch.log_softmax(out.logits[0].float(), dim=-1), topk, dim=-1)
+            tokens += top.indices.tolist()
+            logps += top.values.tolist()
+    return tokens, logps, last
 
 
 def context_mask(seen: int, pending: int, past: int, rows: int) -> torch.Tensor:

@@ -11,11 +11,13 @@ import math
 from dataclasses import dataclass
 
 
-def release_acceptance(new_tokens, rounds, generations):
+def release_acceptance(new_tokens, rounds, prefills):
     """The release's acceptance length A (`avg_accept_len`): all new tokens / all target forwards,
-    one verification a round plus one prefill a generation (the bonus token counted). Numbers or
-    pandas Series alike; `generations` >= 1."""
-    return new_tokens / (rounds + generations)
+    one verification a round plus each prompt forward of its own (`prefills`: one a generation
+    that prefilled its prompt alone, `DecodeConfig.fuse_prompt=False`, as the release does; 0 for
+    one whose prompt rode in its first round's forward), the bonus token counted. Numbers or
+    pandas Series alike."""
+    return new_tokens / (rounds + prefills)
 
 
 @dataclass

@@ -70,12 +70,15 @@ class TargetVerifier:
         self.cached = 0
         self.pending: list[int] = []
 
-    def prefill(self, ids: list[int]) -> None:
-        """Cache all of `ids` but their last `FUSE` (0: all of them); the next forward carries those."""
-        head = max(0, len(ids) - self.FUSE)
-        kv.prefill(self.model, self.cache, ids[:head])
+    def prefill(self, ids: list[int], fuse: bool = True, topk: int = 0) -> tuple[list, list, torch.Tensor | None]:
+        """Cache all of `ids` but their last `FUSE` (0: all of them); the next forward carries those.
+        fuse=False: cache all of them now, in one forward. Returns `kv.prefill`'s (top rows, their
+        log-probs, the last cached position's logits)."""
+        head = max(0, len(ids) - self.FUSE) if fuse else len(ids)
+        rows = kv.prefill(self.model, self.cache, ids[:head], topk)
         self.cached = head
         self.pending = list(ids[head:])
+        return rows
 
     def forward_tree(self, tree: DraftTree, kept: list[int]) -> torch.Tensor:
         """One forward of the kept nodes (root first), behind any pending prompt tokens: logits

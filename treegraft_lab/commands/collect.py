@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--width", type=int, default=10)
     parser.add_argument("--budget", type=int, default=63)
     add_prune_argument(parser)
-    parser.add_argument("--growth", default="release", choices=("lookup", "release", "compact"),
+    parser.add_argument("--growth", default="full", choices=("lookup", "full", "release", "compact"),
                         help="tree growth rule of the replayed rounds (config.GROWTHS; default: %(default)s)")
     parser.add_argument("--small", default="ngram", help="the small drafter of the replayed trees (default: %(default)s)")
     parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k)")

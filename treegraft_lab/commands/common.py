@@ -58,10 +58,11 @@ DEFAULT_SMALL = "ngram+recycling"  # and its small drafter (README, "Benchmark")
 
 
 def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--growth", default=DEFAULT_GROWTH, choices=("lookup", "release", "compact"),
+    parser.add_argument("--growth", default=DEFAULT_GROWTH, choices=("lookup", "full", "release", "compact"),
                         help=f"lookup: the release's rule plus prompt lookup's 10-token draft grafted under the root; "
-                             f"release: per-parent top-k children, n-gram chains, reselection depth window (the "
-                             f"authors' release); compact: the global top-W children per step, no chains, every "
+                             f"full: per-parent top-k children, n-gram chains, reselection depth window at every "
+                             f"step; release: the authors' release as its evaluator runs it (its parent-ending rule, "
+                             f"first-step fallback, matcher, frontier order and own prompt forward); compact: the global top-W children per step, no chains, every "
                              f"unscored node reselectable (default: {DEFAULT_GROWTH})")
     parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k, release growth)")
     parser.add_argument("--small", default=DEFAULT_SMALL,
@@ -76,6 +77,10 @@ def growth_from_args(args: argparse.Namespace) -> dict:
     from treegraft_lab.config import GROWTHS
 
     small = {"small": args.small} if getattr(args, "small", "ngram") != "ngram" else {}
+    if args.growth == "release" and small:
+        from treegraft_lab.errors import TreeGraftError
+
+        raise TreeGraftError(f"--growth release runs the release's n-gram drafter: add --small ngram (got {args.small})")
     base = dict(GROWTHS[args.growth]) if args.growth == "compact" else {**GROWTHS[args.growth], "children": args.children}
     return {**base, **small}
 

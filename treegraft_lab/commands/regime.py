@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-new", type=int, default=64, help="new tokens per prompt (default: %(default)s)")
     parser.add_argument("--starts", type=int, default=None,
                         help="round starts replayed per prompt (default: all); the endpoints' and 10101's walks always")
-    parser.add_argument("--growth", default="lookup", choices=("lookup", "release", "compact"))
+    parser.add_argument("--growth", default="lookup", choices=("lookup", "full", "release", "compact"))
     parser.add_argument("--profile", default="a100-paper", help="base profile whose mid curve is scaled (default: %(default)s)")
     parser.add_argument("--ratios", default="0.02:1:11,0.6", metavar="LO:HI:N,R",
                         help="T_mid/T_tgt: N log-spaced from LO to HI and single ratios (default: %(default)s)")

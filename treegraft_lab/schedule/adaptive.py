@@ -39,9 +39,9 @@ def profile_class(profile) -> str:
 
 
 def growth_suffix(growth: str, small: str = "ngram") -> str:
-    """Artifacts are keyed by the trees they learn on too: "" for the release's growth and small
+    """Artifacts are keyed by the trees they learn on too: "" for the full growth (the defaults) and small
     drafter, "-<growth>" for another growth, then "-<small>" for another small drafter."""
-    return ("" if growth == "release" else f"-{growth}") + ("" if small == "ngram" else f"-{small}")
+    return ("" if growth == "full" else f"-{growth}") + ("" if small == "ngram" else f"-{small}")
 
 
 def artifact_folder(pair, config, profile=None) -> Path | None:
@@ -64,11 +64,11 @@ def settings_of(folder: Path) -> dict:
     cls = meta.get("profile_class", "")
     named = cls and not cls.startswith(("cpu-", "cuda-", "mps-"))
     out = {"clock": cls if named else "wall", "prune": meta.get("prune", "topk")}
-    return {**out, **GROWTHS.get(meta.get("growth", "release"), {}), "small": meta.get("small", "ngram"),
+    return {**out, **GROWTHS.get(meta.get("growth", "full"), {}), "small": meta.get("small", "ngram"),
             **({"recycle_below": meta["recycle_below"]} if "recycle_below" in meta else {})}
 
 
-def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", growth: str = "release",
+def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", growth: str = "full",
                    device: str = "auto", dtype: str = "auto", small: str = "ngram") -> Path:
     """The artifact folder for a pair under `clock`, `prune` and `growth`, without loading a model
     (for "wall": the device type and dtype that `device` and `dtype` resolve to on this machine)."""
@@ -80,17 +80,17 @@ def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", gr
     return artifact_dir(pair_name) / f"{cls}-{prune}{growth_suffix(growth, small)}"
 
 
-def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path, growth: str = "release",
+def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path, growth: str = "full",
                 small: str = "ngram", recycle_below: int | None = None) -> None:
     """Refuse, in one line, an artifact trained for another pair, profile class, pruning rule, tree
-    growth or small drafter (one that records none was trained on the release's growth and n-gram
+    growth or small drafter (one that records none was trained on the full growth and n-gram
     drafter), or, n-gram and recycling together, another gate (`recycle_below`; None: not checked)."""
     family = meta.get("profile_class") == "family"  # trained on many profiles: it takes T_tgt / T_mid as inputs
     gated = recycle_below is not None and "recycle_below" in meta
     want = {"pair": pair_name, "profile": None if family else profile_class(profile), "prune": prune, "growth": growth,
             "small": small, "recycle_below": recycle_below if gated else None}
     got = {"pair": meta.get("pair"), "profile": meta.get("profile_class"), "prune": meta.get("prune"),
-           "growth": meta.get("growth", "release"), "small": meta.get("small", "ngram"),
+           "growth": meta.get("growth", "full"), "small": meta.get("small", "ngram"),
            "recycle_below": meta.get("recycle_below")}
     bad = [k for k in want if want[k] not in (None, "") and got[k] != want[k]]
     if bad:

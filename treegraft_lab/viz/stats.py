@@ -268,18 +268,24 @@ def _config(run) -> dict:
     return json.loads(run.runs["config"].iloc[0]) if len(run.runs) and "config" in run.runs else {}
 
 
+def prefills(run) -> int:
+    """Target forwards the run's generate calls spent on their prompts alone: one a call with
+    `fuse_prompt=False` (the release's own prefill), none where the prompt rode in the first
+    round's forward (`verify.TargetVerifier`; runs recorded before the option fused)."""
+    return 0 if _config(run).get("fuse_prompt", True) else len(run.runs)
+
+
 def acceptance_length(run) -> tuple[float, int, int]:
     """The release's `avg_accept_len`: (all new tokens / all target forwards, tokens, forwards).
 
-    Target forwards = one per round (the tree verification) + one prefill per generate call, as
-    the release counts `step_idx + 1` per turn; new tokens = the tokens each call returned (cut at
-    max_new_tokens and end of text). Our decoder runs no forward for the prompt alone (it rides in
-    the first round's, `verify.TargetVerifier`), yet one is counted per call, as the release does;
-    the release's prefill emits a token and ours has none to emit, so on the same trees this reads
-    at most one token per call lower than the release's count."""
+    Target forwards = one per round (the tree verification) + each prompt forward of its own
+    (`prefills`: the release counts `step_idx + 1` per turn, its prefill included; a fused prompt
+    costs none); new tokens = the tokens each call returned (cut at max_new_tokens and end of
+    text). `release_statistics` counts tokens the release's way (uncut)."""
     tokens = int(sum(len(ids) for ids in run.runs["output_ids"]))
-    a = release_acceptance(tokens, len(run.rounds), len(run.runs)) if len(run.runs) else math.nan
-    return a, tokens, len(run.rounds) + len(run.runs)
+    pre = prefills(run)
+    a = release_acceptance(tokens, len(run.rounds), pre) if len(run.runs) else math.nan
+    return a, tokens, len(run.rounds) + pre
 
 
 def bench_acceptance(records: pd.DataFrame) -> pd.DataFrame:
@@ -379,8 +385,8 @@ def paper_statistics(run) -> pd.DataFrame:
 
     rows = [
         ("acceptance length A", a, float(run.rounds["accepted"].mean()) if n_rounds else math.nan,
-         f"{tokens:,} new tokens / {forwards:,} target forwards ({n_rounds:,} rounds + {len(run.runs)} prefills)",
-         a_paper, "new tokens / target forwards, bonus token counted, each prefill one forward (release "
+         f"{tokens:,} new tokens / {forwards:,} target forwards ({n_rounds:,} rounds + {forwards - n_rounds} prompt forwards)",
+         a_paper, "new tokens / target forwards, bonus token counted, each prompt forward of its own one (release "
          f"avg_accept_len; paper: {'schedule ' + schedule if schedule in PAPER_A else 'no value for schedule ' + schedule}); "
          "ours: accepted draft tokens per round"),
         ("reselected share (mean of per-call shares)", float(per_call.mean()) if n_mid else math.nan,
@@ -402,6 +408,35 @@ def paper_statistics(run) -> pd.DataFrame:
          "mean candidate pool / mean conventional pool; ours: mean |C_k| / mean |N_k| at mid steps k >= 2"),
     ]
     return pd.DataFrame(rows, columns=["statistic", "paper definition", "ours", "n", "paper", "definition"]).set_index("statistic")
+
+
+def release_statistics(run) -> pd.DataFrame:
+    """The statistics the authors' release records, on a run (meant for growth "release" runs):
+    one row each with `value` and `n` (what it was averaged over).
+
+    - reselected share, all mid calls: per mid call, the share of its reselected frontier whose
+      depth is not a depth of the frontier before (`paper_steps`; a step-1 call reselects the root
+      from the root: 0), averaged over calls (the release's `reselect_from_past_layer_ratio`);
+    - the same over the mid calls after step 1;
+    - A, the release's count: new tokens / target forwards, each round's root and accepted draft
+      tokens (its `new_token`: uncut by max_new_tokens) over the rounds plus the prompt forwards;
+    - the mean candidate pool and the mean tree before the step, over all mid calls and over those
+      after step 1 (the release's `pre_reselect_candidate_size`), and the mid calls at each step.
+    """
+    steps = paper_steps(run)
+    mid = steps[steps["call_mid"]]
+    share = (mid["reselected"] / mid["frontier"].where(mid["frontier"] > 0)).fillna(0.0)
+    later = mid["step"] > 1
+    tokens, rounds, pre = int((run.rounds["accepted"] + 1).sum()), len(run.rounds), prefills(run)
+    rows = [("reselected share, all mid calls", share.mean(), f"{len(mid):,} mid calls ({int((~later).sum()):,} at step 1, each 0)"),
+            ("reselected share, mid calls after step 1", share[later].mean(), f"{int(later.sum()):,} mid calls"),
+            ("A, release count", release_acceptance(tokens, rounds, pre) if rounds else math.nan,
+             f"{tokens:,} new tokens / {rounds + pre:,} target forwards ({rounds:,} rounds + {pre} prompt forwards)"),
+            ("candidate pool, all mid calls", mid["pool"].mean(), f"{len(mid):,} mid calls"),
+            ("candidate pool, mid calls after step 1", mid.loc[later, "pool"].mean(), f"{int(later.sum()):,} mid calls")]
+    rows += [(f"mid calls at step {k}", float((mid["step"] == k).sum()), f"{rounds:,} rounds")
+             for k in sorted(steps["step"].unique())]
+    return pd.DataFrame(rows, columns=["statistic", "value", "n"]).set_index("statistic")
 
 
 def _paper_group(steps: pd.DataFrame) -> dict:
