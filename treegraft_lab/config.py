@@ -93,10 +93,11 @@ def rule_value(schedule: str) -> tuple[str, float | None]:
 
 @dataclass
 class DecodeConfig:
-    """One decoding run. Defaults follow the paper / authors' release.
+    """One decoding run. Defaults follow the paper (D, W, B_ver, n-gram sizes) and the "full" growth.
 
     depth: draft steps per round (D). width: frontier width W (the nodes a step expands; the next
-    frontier is the top-W of the nodes a step grew). Tree growth (defaults: the authors' release):
+    frontier is the top-W of the nodes a step grew). Tree growth (defaults: growth "full"; growth
+    "release" adds the release's own rules, listed below):
     expansion "per_parent" gives EACH frontier parent its own top-`children` children (W = k = 10:
     up to 100 new nodes a step); "global" keeps only the global top-W children over the whole
     frontier (at most W new nodes a step: small trees, for devices where every node costs).
