@@ -97,9 +97,9 @@ def test_the_readme_small_drafter_table_matches_its_json():
 SMALL_MODELLED = {  # README label -> the entry of data/growth/small-a100-paper-topk.json
     "HF prompt lookup (peer)": "HF prompt lookup",
     "suffix decoding (peer)": "suffix decoding (the peer)",
-    "n-gram, release growth": "release",
-    "suffix, release growth": "release, suffix",
-    "n-gram + suffix, release growth": "release, n-gram + suffix",
+    "n-gram, full growth": "release",
+    "suffix, full growth": "release, suffix",
+    "n-gram + suffix, full growth": "release, n-gram + suffix",
     "n-gram, lookup growth (default)": "lookup, n-gram",
     "suffix, lookup growth": "lookup, suffix",
     "n-gram + suffix, lookup growth": "lookup, n-gram + suffix",

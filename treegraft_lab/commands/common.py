@@ -64,7 +64,7 @@ def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
                              f"step; release: the authors' release as its evaluator runs it (its parent-ending rule, "
                              f"first-step fallback, matcher, frontier order and own prompt forward); compact: the global top-W children per step, no chains, every "
                              f"unscored node reselectable (default: {DEFAULT_GROWTH})")
-    parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k, release growth)")
+    parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k)")
     parser.add_argument("--small", default=DEFAULT_SMALL,
                         help="the small drafter of the tree methods: ngram, recycling (Token Recycling's adjacency "
                              "matrix), suffix (a suffix automaton) or a '+'-joined combination; in ngram+recycling "
