@@ -58,8 +58,9 @@ DEFAULT_SMALL = "ngram+recycling"  # and its small drafter (README, "Benchmark")
 
 
 def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--growth", default=DEFAULT_GROWTH, choices=("lookup", "full", "release", "compact"),
-                        help=f"lookup: the release's rule plus prompt lookup's 10-token draft grafted under the root; "
+    from treegraft_lab.config import GROWTHS  # light: no torch
+    parser.add_argument("--growth", default=DEFAULT_GROWTH, choices=tuple(GROWTHS),
+                        help=f"lookup: the full rule plus prompt lookup's draft (up to {GROWTHS['lookup']['lookup']} tokens) grafted under the root; "
                              f"full: per-parent top-k children, n-gram chains, reselection depth window at every "
                              f"step; release: the authors' release as its evaluator runs it (its parent-ending rule, "
                              f"first-step fallback, matcher, frontier order and own prompt forward); compact: the global top-W children per step, no chains, every "
