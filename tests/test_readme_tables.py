@@ -258,3 +258,30 @@ def test_the_ceiling_tables_and_sentences_hold_ceiling_json():
     text = " ".join((REPO_DIR / "README.md").read_text().split())
     assert f"reach {min(best.values()):.2f}-{max(best.values()):.2f}x all-small" in text
     assert f"against the oracle's {c['oracle'] / base:.2f}x" in text
+
+
+SPECBENCH_HEADER = ("| task group (questions) | small: Spec-Bench speedup (speed.py) | small: ours (mean of per-question ratios) "
+                    "| small: mean accepted tokens | 10101: Spec-Bench speedup (speed.py) | 10101: ours | 10101: mean accepted tokens |")
+
+
+def specbench_rows() -> dict[str, list[str]]:
+    """The README's Spec-Bench rows from the committed answer files: speed.py's speedup (the `ar` baseline re-tokenised
+    with the target's tokenizer), ours, and the mean accepted tokens, for `small` and `10101`."""
+    from transformers import AutoTokenizer
+
+    from treegraft_lab import specbench
+    from treegraft_lab.zoo.target import ensure_target
+
+    answers, _ = specbench.read_answers(DATA_DIR / "specbench" / "example-answers")
+    pq = specbench.per_question(answers, AutoTokenizer.from_pretrained(ensure_target()))
+    t = specbench.speedup_table(pq, "ar").set_index(["group", "method"])
+    rows = {}
+    for g in dict.fromkeys(t.index.get_level_values("group")):
+        cells = [f"{t.loc[(g, m), c]:.3f}x" if c != "mean_accepted" else f"{t.loc[(g, m), c]:.2f}"
+                 for m in ("small", "10101") for c in ("speedup", "speedup_per_question", "mean_accepted")]
+        rows[f"{g} ({t.loc[(g, 'small'), 'questions']})"] = cells
+    return rows
+
+
+def test_the_readme_specbench_table_is_speed_pys_arithmetic_on_the_answer_files():
+    assert_rows(SPECBENCH_HEADER, specbench_rows(), "data/specbench/example-answers")
