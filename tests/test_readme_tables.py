@@ -14,11 +14,17 @@ import pytest
 from treegraft_lab.paths import DATA_DIR, REPO_DIR
 
 CATEGORIES = ("code", "math", "multi_turn", "qa", "rewrite", "summarization")
+DOCS = ("README.md", "docs/results.md", "docs/design.md", "docs/gpu.md")  # where the tables and sentences live
+
+
+def docs_text() -> str:
+    """The README and the docs pages it links, as one text."""
+    return "\n".join((REPO_DIR / name).read_text() for name in DOCS)
 
 
 def readme_table(header: str) -> list[list[str]]:
     """The body rows (cells stripped) of the README table whose header line is `header`."""
-    lines = (REPO_DIR / "README.md").read_text().splitlines()
+    lines = docs_text().splitlines()
     hits = [i for i, line in enumerate(lines) if line.strip() == header]
     assert len(hits) == 1, f"expected one README table headed {header!r}, found {len(hits)}"
     rows = []
@@ -183,7 +189,7 @@ def test_the_readme_regime_table_is_what_the_regime_command_prints(capsys):
 
     assert cli.main(["regime", "--markdown"]) == 0
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("|")]
-    lines = (REPO_DIR / "README.md").read_text().splitlines()
+    lines = docs_text().splitlines()
     assert printed and lines.count(printed[0]) == 1, "the README has no (or two) tables headed as the command's"
     i = lines.index(printed[0])
     assert lines[i:i + len(printed) + 1] == [*printed, ""], "README regime table differs from `treegraft-lab regime --markdown`"
@@ -220,7 +226,7 @@ def regime_data():
 
 def test_the_readme_sentences_on_the_regime_map_hold_its_numbers():
     regime, rows, family = regime_data()
-    text = " ".join((REPO_DIR / "README.md").read_text().split())
+    text = " ".join(docs_text().split())
     m = regime.by_ratio(rows).set_index(["ratio", "schedule"])
     a_mid, a_small = (m.loc[(0.0956, s), "A"] for s in ("all-mid", "all-small"))
     assert f"acceptance length A {a_mid:.2f} against {a_small:.2f}" in text and "n = 12 prompts" in text
@@ -255,7 +261,7 @@ def test_the_ceiling_tables_and_sentences_hold_ceiling_json():
     for name, r in c["held_out"].items():
         learner = name.rsplit(" ", 1)[0]
         best[learner] = max(best.get(learner, 0.0), r["tokens_per_s"] / base)
-    text = " ".join((REPO_DIR / "README.md").read_text().split())
+    text = " ".join(docs_text().split())
     assert f"reach {min(best.values()):.2f}-{max(best.values()):.2f}x all-small" in text
     assert f"against the oracle's {c['oracle'] / base:.2f}x" in text
 
