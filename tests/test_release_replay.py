@@ -6,6 +6,16 @@ draft tokens, the mid calls by step and its reselection statistics. The release 
 same prompts here, counted the release's way: the prompt's own forward gives the token that roots
 round 1, and a generation stops after the round that reaches 64 new tokens (our output holds the
 prefill's token too, hence 65).
+
+What is under test is the growth: which trees the drafters grow. Under greedy acceptance a tree's
+verdict is the longest root path that spells the target's greedy continuation, so the 24 replays
+answer each tree from that continuation (`ContinuationVerifier`) instead of a 63-row forward, which
+keeps the file near a minute. The continuation is the real target's: the release's output,
+forwarded behind the prompt, must be the target's argmax at every position (a short greedy
+generation extends it should a tree reach past the release's last round). Everything the drafters read stays real: the
+target's prompt forward (the release's n-gram scores), the n-gram index, the pocket drafter's
+forwards. `test_the_real_tree_forward_gives_the_verdicts_of_the_continuation` decodes one question
+per schedule with the real tree forward and asserts the same rounds.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "release-f53e3a8-smollm2-pocket-eval12.json"
 SCHEDULES = {"10101": "10101", "all-small": "small"}
@@ -25,28 +36,124 @@ def reference() -> dict:
 
 
 @pytest.fixture(scope="module")
-def replay(reference, smollm2_dir):
-    """replay(schedule) -> (reference rows, our generations, the recorded Run): every prompt of the
-    schedule decoded now (once per test module)."""
-    from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts, record
-    from treegraft_lab.config import GROWTHS
+def pair(smollm2_dir):
+    from treegraft_lab import load_pair
+
+    return load_pair(dtype="float32", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def prompt_ids(pair, reference) -> dict[str, list[int]]:
+    from treegraft_lab import load_prompts
     from treegraft_lab.prompting import encode_prompt
 
-    pair = load_pair(dtype="float32", device="cpu")
     prompts = {q["question_id"]: q for q in load_prompts(per_category=2)}
+    out = {}
+    for row in reference["rows"]:
+        ids = encode_prompt(pair.tokenizer, prompts[row["question_id"]]["turns"][0])
+        assert len(ids) == row["prompt_len"], row["question_id"]
+        out[row["question_id"]] = ids
+    return out
+
+
+@pytest.fixture(scope="module")
+def continuations(pair, reference, prompt_ids) -> dict[str, tuple[list[int], tuple]]:
+    """Per question: (the prompt and the target's greedy continuation, the prompt forward's
+    `kv.prefill` rows). One real prefill of the prompt (the rows the release's matcher reads, shared
+    by both schedules), then the release's output forwarded behind it: the output must be the
+    target's argmax at every position, and the last position gives one token more."""
+    from treegraft_lab import kv
+    from treegraft_lab.config import GROWTHS
+
+    topk = release_config("10101").children
+    assert GROWTHS["release"]["matcher"] == "release"
+    out = {}
+    model = pair.target
+    for row in reference["rows"]:
+        qid, ids = row["question_id"], prompt_ids[row["question_id"]]
+        if qid in out:
+            continue
+        cache = kv.new_cache(model)
+        rows = kv.prefill(model, cache, ids, topk)
+        with torch.inference_mode():
+            logits = model(input_ids=torch.tensor([row["output_ids"]]), use_cache=True, **kv.forward_kwargs(model, cache)).logits[0]
+        argmax = [int(rows[2].argmax()), *logits.argmax(-1).tolist()]
+        assert argmax[:-1] == row["output_ids"], f"{qid}: the release's output is not the target's greedy argmax"
+        out[qid] = (ids + argmax, rows)
+    return out
+
+
+def continuation_decoder(pair, config, continuations):
+    """A TreeGraftDecoder whose target answers every tree from the greedy continuation of the prompt
+    being decoded, and serves the real prompt forward's rows computed once per question."""
+    from treegraft_lab import TreeGraftDecoder
+    from treegraft_lab.verify import TargetVerifier
+
+    class ContinuationVerifier(TargetVerifier):
+        def __init__(self, model, seq: list[int], rows: tuple) -> None:
+            super().__init__(model)
+            self.seq, self.rows = seq, rows
+
+        def prefill(self, ids, fuse=True, topk=0):
+            assert not fuse and topk == len(self.rows[0][0]) and ids == self.seq[:len(ids)]
+            self.cached, self.pending = len(ids), []
+            return self.rows
+
+        def forward_tree(self, tree, kept):
+            root = self.cached  # the root's position in the sequence
+            logits = torch.zeros(len(kept), self.model.config.vocab_size, dtype=torch.uint8)  # argmax reads it at half the cost
+            on = {0: self.seq[root] == tree.tokens[0]}
+            for i, v in enumerate(kept):
+                if v:
+                    on[v] = on[tree.parent[v]] and tree.tokens[v] == self.seq[root + tree.depth[v]]
+                if on[v]:  # off the continuation a row is never read: acceptance stops at its parent
+                    nxt = root + tree.depth[v] + 1
+                    if nxt >= len(self.seq):  # past the release's last round: greedy a few tokens more
+                        x = torch.tensor([self.seq])
+                        self.seq[:] = self.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=8,
+                                                          do_sample=False, pad_token_id=0)[0].tolist()
+                    logits[i, self.seq[nxt]] = 1
+            return logits
+
+        def commit(self, kept, path) -> None:
+            self.cached += len(path)
+
+        def rollback(self) -> None:
+            pass
+
+    class ContinuationDecoder(TreeGraftDecoder):
+        question: str = ""
+
+        def make_verifier(self):
+            return ContinuationVerifier(self.pair.target, *continuations[self.question])
+
+    return ContinuationDecoder(pair, config)
+
+
+def release_config(name: str):
+    from treegraft_lab import DecodeConfig
+    from treegraft_lab.config import GROWTHS
+
+    return DecodeConfig(schedule=SCHEDULES[name], clock="a100-paper", **GROWTHS["release"])
+
+
+@pytest.fixture(scope="module")
+def replay(reference, pair, prompt_ids, continuations):
+    """replay(schedule) -> (reference rows, our generations, the recorded Run): every prompt of the
+    schedule decoded now (once per test module)."""
+    from treegraft_lab import record
+
     done: dict = {}
 
     def decode(name: str):
         if name not in done:
             rows = [r for r in reference["rows"] if r["schedule"] == name]
-            config = DecodeConfig(schedule=SCHEDULES[name], clock="a100-paper", **GROWTHS["release"])
-            dec = TreeGraftDecoder(pair, config)
+            dec = continuation_decoder(pair, release_config(name), continuations)
             gens = []
             with record(dec, snapshots=name == "10101") as rec:  # the statistics read 10101's trees
                 for row in rows:
-                    ids = encode_prompt(pair.tokenizer, prompts[row["question_id"]]["turns"][0])
-                    assert len(ids) == row["prompt_len"], row["question_id"]
-                    gens.append(dec.generate(ids, max_new_tokens=65))
+                    dec.question = row["question_id"]
+                    gens.append(dec.generate(prompt_ids[row["question_id"]], max_new_tokens=65))
             done[name] = (rows, gens, rec.to_run())
         return done[name]
 
@@ -102,3 +209,19 @@ def test_the_release_statistics_on_release_trees_are_the_releases_own(replay, re
     assert close(stats["A, release count"], theirs["A_release_pooled"])
     for k, calls in theirs["reselect_by_layer"].items():
         assert close(stats[f"mid calls at step {k}"], calls["calls"]), k
+
+
+@pytest.mark.parametrize("schedule", list(SCHEDULES))
+def test_the_real_tree_forward_gives_the_verdicts_of_the_continuation(replay, pair, prompt_ids, schedule):
+    """The shortest question of the schedule, decoded with the target's real 63-row tree forwards:
+    the same rounds (accepted, schedule, tree sizes) and tokens as the continuation's replay."""
+    from treegraft_lab import TreeGraftDecoder
+
+    rows, gens, _ = replay(schedule)
+    i = min(range(len(rows)), key=lambda j: len(gens[j].rounds))
+    real = TreeGraftDecoder(pair, release_config(schedule)).generate(prompt_ids[rows[i]["question_id"]], max_new_tokens=65)
+    def fields(g):
+        return [(r.accepted, r.schedule, r.mid_calls, r.nodes, r.kept) for r in g.rounds]
+
+    assert fields(real) == fields(gens[i]), rows[i]["question_id"]
+    assert real.token_ids == gens[i].token_ids

@@ -137,7 +137,7 @@ class TreeGraftDecoder:
         self.ids = list(ids)
         self.prompt_len = len(ids)
         self.first: list[int] = []
-        self.target = TargetVerifier(self.pair.target)
+        self.target = self.make_verifier()
         topk = cfg.children if cfg.matcher == "release" else 0  # the release's matcher scores by these rows
         if prefill_token:
             *self._prompt_rows, last = self.target.prefill(ids, fuse=False, topk=topk)
@@ -161,6 +161,12 @@ class TreeGraftDecoder:
         self._oracle = {"tokens": 0, "ms": 0.0}  # the oracle schedule's running totals (modelled)
         if cfg.prune == "value":
             self.pruner = ValuePruner(self.profile, self._recycled_chances)
+
+    def make_verifier(self) -> TargetVerifier:
+        """The target's side of the run about to start (`start` calls it once per generation). A
+        subclass may return a `TargetVerifier` of its own, e.g. one that answers from a known
+        continuation."""
+        return TargetVerifier(self.pair.target)
 
     def timed(self, fn, *args):
         """`fn(*args)` and its wall seconds, with every CUDA device of the pair synchronised (replays
