@@ -131,3 +131,36 @@ def test_table_figures_and_categories_share_the_paper_definitions():
     assert fig.axes[1].get_title().startswith("42.9% of 7 graft positions")
     assert [round(p.get_height(), 3) for p in fig.axes[1].patches] == [0.0, 0.5, 0.5, 0.5]  # k = 1, 3, 4, 5
     assert paper_by_category(s)._repr_png_()[:4] == b"\x89PNG"
+
+
+def test_bootstrap_interval_holds_the_pooled_ratio_and_closes_when_prompts_agree():
+    import pandas as pd
+
+    from treegraft_lab.viz.stats import bootstrap_ratio
+
+    num, den = pd.Series([1.0, 4.0, 2.0, 9.0]), pd.Series([2.0, 5.0, 4.0, 10.0])
+    low, high = bootstrap_ratio(num, den)
+    assert low < num.sum() / den.sum() < high
+    assert low >= (num / den).min() and high <= (num / den).max()  # a ratio of sums lies between the prompts' ratios
+    same = bootstrap_ratio(pd.Series([3.0, 6.0, 1.5]), pd.Series([2.0, 4.0, 1.0]))
+    assert same == pytest.approx((1.5, 1.5))
+    assert all(math.isnan(x) for x in bootstrap_ratio(pd.Series([1.0]), pd.Series([2.0])))
+
+
+def test_graft_figures_keep_axis_titles_apart_and_bar_labels_above_the_paper_line():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from treegraft_lab.viz.stats import paper_by_category, paper_summary, reselection_by_step
+
+    run = hand_run()
+    summary = paper_summary(run, by_category=True)
+    fig = paper_by_category(pd.concat([summary.loc[["all"]].assign(**{"mid calls": 1234})] * 3).set_axis(pd.Index(["all", "code", "summarization"], name="group")))
+    FigureCanvasAgg(fig).draw()
+    r = fig.canvas.get_renderer()
+    left, right = (ax.xaxis.label.get_window_extent(r) for ax in fig.axes[:2])
+    assert left.x1 < right.x0, (left, right)  # the two x-axis titles do not run together
+    fig = reselection_by_step(run)
+    line = next(ln for ln in fig.axes[1].get_lines() if ln.get_linestyle() == "--")
+    for text in fig.axes[1].texts:  # "50%\nn=1": drawn over the dashed paper line, on an opaque box
+        assert text.get_zorder() > line.get_zorder() and text.get_bbox_patch() is not None
+        assert text.get_bbox_patch().get_facecolor()[3] == 1.0

@@ -410,9 +410,52 @@ def paper_statistics(run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["statistic", "paper definition", "ours", "n", "paper", "definition"]).set_index("statistic")
 
 
+RELEASE_STATS = ("reselected share, all mid calls", "reselected share, mid calls after step 1", "A, release count",
+                 "candidate pool, all mid calls", "candidate pool, mid calls after step 1")
+
+
+def release_sums(run) -> pd.DataFrame:
+    """Per recorded prompt (`run` id): the sums behind each `RELEASE_STATS` entry, as
+    (numerator, denominator) columns `<stat> num` / `<stat> den` (0 where a prompt has none)."""
+    steps = paper_steps(run)
+    mid = steps[steps["call_mid"]]
+    share = (mid["reselected"] / mid["frontier"].where(mid["frontier"] > 0)).fillna(0.0)
+    later = mid["step"] > 1
+    rounds = run.rounds
+    by = mid["run"]
+    cols = {
+        RELEASE_STATS[0]: (share.groupby(by).sum(), by.value_counts()),
+        RELEASE_STATS[1]: (share[later].groupby(by[later]).sum(), by[later].value_counts()),
+        RELEASE_STATS[2]: ((rounds["accepted"] + 1).groupby(rounds["run"]).sum(),
+                           rounds["run"].value_counts() + (1 if prefills(run) else 0)),
+        RELEASE_STATS[3]: (mid["pool"].groupby(by).sum(), by.value_counts()),
+        RELEASE_STATS[4]: (mid.loc[later, "pool"].groupby(by[later]).sum(), by[later].value_counts()),
+    }
+    index = pd.Index(run.runs["run"].unique(), name="run")
+    out = pd.DataFrame(index=index)
+    for name, (num, den) in cols.items():
+        out[f"{name} num"] = num.reindex(index).fillna(0.0).astype(float)
+        out[f"{name} den"] = den.reindex(index).fillna(0.0).astype(float)
+    return out
+
+
+def bootstrap_ratio(num: pd.Series, den: pd.Series, draws: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of sum(num) / sum(den) with the prompts (rows) resampled."""
+    import numpy as np
+
+    n, d = num.to_numpy(float), den.to_numpy(float)
+    if len(n) < 2 or d.sum() == 0:
+        return math.nan, math.nan
+    pick = np.random.default_rng(seed).integers(0, len(n), size=(draws, len(n)))
+    tot = d[pick].sum(1)
+    ratio = n[pick].sum(1)[tot > 0] / tot[tot > 0]
+    return float(np.percentile(ratio, 2.5)), float(np.percentile(ratio, 97.5))
+
+
 def release_statistics(run) -> pd.DataFrame:
     """The statistics the authors' release records, on a run (meant for growth "release" runs):
-    one row each with `value` and `n` (what it was averaged over).
+    one row each with `value`, `n` (what it was averaged over), `low` / `high` (a 95% bootstrap
+    interval with the prompts resampled, `bootstrap_ratio`) and `prompts`.
 
     - reselected share, all mid calls: per mid call, the share of its reselected frontier whose
       depth is not a depth of the frontier before (`paper_steps`; a step-1 call reselects the root
@@ -420,23 +463,74 @@ def release_statistics(run) -> pd.DataFrame:
     - the same over the mid calls after step 1;
     - A, the release's count: new tokens / target forwards, each round's root and accepted draft
       tokens (its `new_token`: uncut by max_new_tokens) over the rounds plus the prompt forwards;
-    - the mean candidate pool and the mean tree before the step, over all mid calls and over those
-      after step 1 (the release's `pre_reselect_candidate_size`), and the mid calls at each step.
+    - the mean candidate pool before the step, over all mid calls and over those after step 1 (the
+      release's `pre_reselect_candidate_size`), and the mid calls at each step (no interval).
     """
     steps = paper_steps(run)
     mid = steps[steps["call_mid"]]
-    share = (mid["reselected"] / mid["frontier"].where(mid["frontier"] > 0)).fillna(0.0)
     later = mid["step"] > 1
     tokens, rounds, pre = int((run.rounds["accepted"] + 1).sum()), len(run.rounds), prefills(run)
-    rows = [("reselected share, all mid calls", share.mean(), f"{len(mid):,} mid calls ({int((~later).sum()):,} at step 1, each 0)"),
-            ("reselected share, mid calls after step 1", share[later].mean(), f"{int(later.sum()):,} mid calls"),
-            ("A, release count", release_acceptance(tokens, rounds, pre) if rounds else math.nan,
-             f"{tokens:,} new tokens / {rounds + pre:,} target forwards ({rounds:,} rounds + {pre} prompt forwards)"),
-            ("candidate pool, all mid calls", mid["pool"].mean(), f"{len(mid):,} mid calls"),
-            ("candidate pool, mid calls after step 1", mid.loc[later, "pool"].mean(), f"{int(later.sum()):,} mid calls")]
-    rows += [(f"mid calls at step {k}", float((mid["step"] == k).sum()), f"{rounds:,} rounds")
-             for k in sorted(steps["step"].unique())]
-    return pd.DataFrame(rows, columns=["statistic", "value", "n"]).set_index("statistic")
+    ns = [f"{len(mid):,} mid calls ({int((~later).sum()):,} at step 1, each 0)", f"{int(later.sum()):,} mid calls",
+          f"{tokens:,} new tokens / {rounds + pre:,} target forwards ({rounds:,} rounds + {pre} prompt forwards)",
+          f"{len(mid):,} mid calls", f"{int(later.sum()):,} mid calls"]
+    sums = release_sums(run)
+    rows = []
+    for name, n in zip(RELEASE_STATS, ns):
+        num, den = sums[f"{name} num"], sums[f"{name} den"]
+        value = num.sum() / den.sum() if den.sum() else math.nan
+        rows.append((name, value, n, *bootstrap_ratio(num, den), len(sums)))
+    rows += [(f"mid calls at step {k}", float((mid["step"] == k).sum()), f"{rounds:,} rounds", math.nan, math.nan,
+              len(sums)) for k in sorted(steps["step"].unique())]
+    return pd.DataFrame(rows, columns=["statistic", "value", "n", "low", "high", "prompts"]).set_index("statistic")
+
+
+RELEASE_REFERENCE = "release-f53e3a8-smollm2-pocket-eval12.json"
+PAPER_RELEASE = {RELEASE_STATS[0]: PAPER_STATS["reselected share"], RELEASE_STATS[1]: PAPER_STATS["reselected share"],
+                 RELEASE_STATS[2]: PAPER_A["10101"], RELEASE_STATS[4]: PAPER_STATS["mean candidate pool"]}
+
+
+def release_reference(schedule: str = "10101") -> dict:
+    """The authors' release's own counts on this project's pair (data/reference: its evaluator at
+    commit f53e3a8, 12 eval prompts, 64 new tokens, float32): {statistic: value} where recorded."""
+    import json
+
+    from treegraft_lab.paths import DATA_DIR
+
+    ref = json.loads((DATA_DIR / "reference" / RELEASE_REFERENCE).read_text())["summary"][schedule]
+    return {RELEASE_STATS[0]: ref["reselect_from_past_layer_ratio_pooled_over_calls"],
+            RELEASE_STATS[1]: ref["reselect_from_past_layer_ratio_calls_after_step1"], RELEASE_STATS[2]: ref["A_release_pooled"],
+            **{f"mid calls at step {k}": float(v["calls"]) for k, v in ref["reselect_by_layer"].items()}}
+
+
+def release_comparison(runs: dict, schedule: str = "10101") -> pd.DataFrame:
+    """The release's statistics side by side, as text cells: the paper's number, then per run of
+    `runs` ({label: Run}) the value with its 95% interval over prompts and its n, then the authors'
+    release on this pair (`release_reference`: other prompts than a notebook's run may use). The
+    paper reports its 61.47% without saying over which calls: it stands beside both shares."""
+    ref = release_reference(schedule)
+    names = [*RELEASE_STATS, *(f"mid calls at step {k}" for k in range(1, 6))]
+
+    def fmt(stat: str, v: float) -> str:
+        if v != v:
+            return "—"
+        return f"{v:.1%}" if "share" in stat else f"{v:,.0f}" if stat.startswith("mid calls") else f"{v:.2f}"
+
+    out = pd.DataFrame(index=pd.Index(names, name="statistic"))
+    out["paper"] = [fmt(s, PAPER_RELEASE.get(s, math.nan)) for s in names]
+    for label, run in runs.items():
+        rs = release_statistics(run)
+        cells, ns = [], []
+        for s in names:
+            if s not in rs.index:
+                cells.append("—")
+                ns.append("")
+                continue
+            r = rs.loc[s]
+            cells.append(fmt(s, r["value"]) + (f" [{fmt(s, r['low'])}–{fmt(s, r['high'])}]" if r["low"] == r["low"] else ""))
+            ns.append(f"{r['n']} · {r['prompts']} prompts")
+        out[label], out[f"{label}: n"] = cells, ns
+    out["authors' release, this pair (12 eval prompts)"] = [fmt(s, ref.get(s, math.nan)) for s in names]
+    return out
 
 
 def _paper_group(steps: pd.DataFrame) -> dict:
@@ -474,7 +568,7 @@ def paper_by_category(summary: pd.DataFrame) -> PlotFigure:
     df["label"] = [f"{g} (n={n:,} mid calls)" for g, n in zip(df["group"], df["mid calls"])]
     long = df.melt(id_vars="label", value_vars=["reselected (mean of calls)", "reselected (pooled)"],
                    var_name="average", value_name="share")
-    fig, (a1, a2) = figure(2, width=4.8, height=1.2 + 0.45 * len(df), sharey=True)
+    fig, (a1, a2) = figure(2, width=4.8, height=1.5 + 0.45 * len(df), sharey=True)
     sns.barplot(long, y="label", x="share", hue="average", palette=[MID, "#f8c291"], ax=a1)
     sns.barplot(df, y="label", x="pool ratio", ax=a2, color=MID)
     for ax, fmt in ((a1, "{:.0%}"), (a2, "{:.2f}x")):
@@ -483,10 +577,10 @@ def paper_by_category(summary: pd.DataFrame) -> PlotFigure:
     a1.axvline(PAPER_STATS["reselected share"], ls="--", color=PAPER)
     a2.axvline(PAPER_STATS["pool ratio"], ls="--", color=PAPER)
     a1.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    a1.set(xlim=(0, 1.15), ylabel="", xlabel="frontier depth not among the previous frontier's depths",
+    a1.set(xlim=(0, 1.15), ylabel="", xlabel="share of the frontier at a depth\nthe previous frontier did not hold",
            title="reselected share (dashed: paper, 61.47%)")
     a2.set(xlim=(0, 1.25 * max(df["pool ratio"].max(), PAPER_STATS["pool ratio"])), ylabel="",
-           xlabel="mean candidate pool / mean conventional pool", title="pool ratio (dashed: paper, 2.38x)")
+           xlabel="mean candidate pool /\nmean conventional pool", title="pool ratio (dashed: paper, 2.38x)")
     sns.move_legend(a1, "lower center", bbox_to_anchor=(0.5, 1.12), ncol=2, frameon=False, title=None, fontsize=8)
     return fig
 
@@ -508,9 +602,9 @@ def reselection_by_step(run) -> PlotFigure:
         per["share"] = per["reselected"] / per["frontier"].where(per["frontier"] > 0)
         per["k"] = per["step"].astype(str)
         sns.barplot(per, x="k", y="share", color=MID, ax=a2)
+        a2.axhline(PAPER_STATS["reselected share"], ls="--", color=PAPER, zorder=1)
         a2.bar_label(a2.containers[0], labels=[f"{s:.0%}\nn={c:,}" for s, c in zip(per["share"].fillna(0), per["calls"])],
-                     fontsize=8, padding=2)
-        a2.axhline(PAPER_STATS["reselected share"], ls="--", color=PAPER)
+                     fontsize=8, padding=2, zorder=3, bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})
         pooled = mid["reselected"].sum() / mid["frontier"].sum()
         a2.set_title(f"{pooled:.1%} of {int(mid['frontier'].sum()):,} graft positions reselected (pooled)", fontsize=10)
     a1.set(xlabel="depth of the graft position", ylabel="frontier nodes expanded", title="Graft depths in mid calls")
