@@ -1,0 +1,45 @@
+"""What notebook 07 prints around the paper's tables (treegraft_lab.viz.paper_tables)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+
+def test_a_schedule_without_mid_calls_is_named_as_the_all_small_trees_it_decoded():
+    from treegraft_lab.viz.paper_tables import method_labels
+
+    overall = pd.DataFrame({"mid_calls_per_round": [0.0, 0.0, 0.7]}, index=["small", "adaptive", "10101"])
+    labels = method_labels(overall, {"small": "All Small", "adaptive": "TreeGraft adaptive", "10101": "fixed",
+                                     "csd": "CSD"})
+    assert labels == {"small": "All Small", "adaptive": "TreeGraft adaptive (= all-small, 0 mid calls)",
+                      "10101": "fixed", "csd": "CSD"}
+
+
+def test_missing_bars_are_marked_not_run_at_their_slot():
+    from treegraft_lab.viz.paper_tables import mark_not_run
+    from treegraft_lab.viz.stats import figure
+
+    long = pd.DataFrame({"label": ["a", "a", "b", "b"], "source": ["paper", "ours"] * 2,
+                         "speedup": [1.2, math.nan, 1.4, 1.1]})
+    fig, (ax,) = figure()
+    assert mark_not_run(ax, long, "label", "source", "speedup") == 1
+    (text,) = ax.texts
+    assert text.get_text() == "not run" and abs(text.get_position()[0] - 0.2) < 1e-9  # slot "a", second hue
+
+
+def test_bench_card_names_machine_date_and_that_one_repeat_has_no_spread(tmp_path):
+    from treegraft_lab.viz.paper_tables import bench_card
+
+    meta = {"hardware": {"cpu": "Intel Xeon", "cores": 2, "torch_threads": 1, "device": "cpu", "dtype": "float32"},
+            "finished": "2026-12-03 05:00:00", "settings": {"prompts": 12, "max_new_tokens": 64, "repeats": 1,
+                                                            "model_on": ["a100-paper"], "model_only": True, "growth": "release"}}
+    (tmp_path / "results.json").write_text(json.dumps({"meta": meta}))
+    card = bench_card(tmp_path)
+    for part in ("Intel Xeon", "2026-12-03", "12 prompts x 64 tokens", "clocks: a100-paper", "growth release", "no spread"):
+        assert part in card, (part, card)
+    meta["settings"]["repeats"] = 3
+    (tmp_path / "results.json").write_text(json.dumps({"meta": meta}))
+    assert "3 repeats" in bench_card(tmp_path)

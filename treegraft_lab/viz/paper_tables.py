@@ -1,0 +1,60 @@
+"""What notebook 07 prints around the paper's tables: where each number came from, what ran, what did not."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+NOT_RUN = "not run"
+
+
+def bench_card(folder: Path) -> str:
+    """One line naming a recorded benchmark: its folder, machine, dtype, date, prompts, repeats and
+    what its spread is (a single repeat has none)."""
+    meta = json.loads((Path(folder) / "results.json").read_text())["meta"]
+    hw, st = meta.get("hardware", {}), meta.get("settings", {})
+    repeats = int(st.get("repeats", 1) or 1)
+    spread = ("one repeat: no spread; wall-clock runs on these machines move 15-25% between runs" if repeats < 2 else
+              f"{repeats} repeats, spread = min-max of per-repeat ratios")
+    clocks = ", ".join(["wall"] * (not st.get("model_only")) + list(st.get("model_on") or [])) or "wall"
+    return (f"{Path(folder).name}: {hw.get('cpu', '?')} ({hw.get('cores', '?')} cores, {hw.get('torch_threads', '?')} "
+            f"threads), {hw.get('device', '?')} {hw.get('dtype', '?')}, finished {meta.get('finished', '?')}, "
+            f"{st.get('prompts', '?')} prompts x {st.get('max_new_tokens', '?')} tokens, clocks: {clocks}, "
+            f"growth {st.get('growth', 'full')}; {spread}")
+
+
+def method_labels(overall: pd.DataFrame, labels: dict[str, str]) -> dict[str, str]:
+    """`labels` ({method: row label}) with what ran named: a schedule that made no mid call decoded
+    the all-small trees, so its row says "= all-small, 0 mid calls"."""
+    out = dict(labels)
+    for method, label in labels.items():
+        if method in overall.index and method not in ("small", "ar") and "mid_calls_per_round" in overall:
+            calls = overall.loc[method, "mid_calls_per_round"]
+            if calls == 0:
+                out[method] = f"{label} (= all-small, 0 mid calls)"
+    return out
+
+
+def mark_not_run(ax, long: pd.DataFrame, x: str, hue: str, value: str) -> int:
+    """Write "not run" where a seaborn bar chart of `long` (x, hue, value columns) has no bar (NaN),
+    at that bar's slot; returns how many were marked."""
+    xs = list(dict.fromkeys(long[x]))
+    hues = list(dict.fromkeys(long[hue]))
+    width = 0.8 / max(1, len(hues))
+    marked = 0
+    for _, r in long.iterrows():
+        v = r[value]
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            pos = xs.index(r[x]) - 0.4 + width * (hues.index(r[hue]) + 0.5)
+            ax.text(pos, 0.02, NOT_RUN, rotation=90, ha="center", va="bottom", fontsize=8, color="#555",
+                    transform=ax.get_xaxis_transform())
+            marked += 1
+    return marked
+
+
+def fmt_speedup(v: float) -> str:
+    """"1.23x", or "not run" for a method without a number."""
+    return NOT_RUN if v is None or v != v else f"{v:.2f}x"
