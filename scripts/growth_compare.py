@@ -26,9 +26,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts, record
+from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, record
 from treegraft_lab.baselines import autoregressive
 from treegraft_lab.models import cpu_name
+from treegraft_lab.prompts import tuning_prompts
 from treegraft_lab.viz.stats import paper_statistics
 
 PAPER = {"rule": "paper (release, fixed 10101)", "A": 2.17, "reselected_calls": 0.6147, "reselected_pooled": 0.6147,
@@ -81,7 +82,7 @@ def main() -> None:
     ap.add_argument("--out", default="data/growth")
     args = ap.parse_args()
     pair = load_pair("smollm2-pocket", dtype=args.dtype)
-    prompts = load_prompts("treegraft-suite", split="eval", per_category=args.per_category)
+    prompts = tuning_prompts("treegraft-suite", purpose="the growth comparison", split="eval", per_category=args.per_category)
     refs = [autoregressive(pair, p["turns"][0], max_new_tokens=args.max_new).token_ids for p in prompts]
     rows = []
     for rule, kw in RULES.items():

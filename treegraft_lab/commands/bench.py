@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from treegraft_lab.bench import DEFAULT_METHODS, METHODS
 
     parser.add_argument("--prompts", default="treegraft-suite", help="suite name or a JSONL file (first turn of each)")
-    parser.add_argument("--split", default="eval", help="eval, train or all")
+    parser.add_argument("--split", default="eval", help="eval, validation, train or all")
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                         help=f"comma-separated, from {', '.join(METHODS)} (default: all but the oracle)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
