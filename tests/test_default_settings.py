@@ -77,17 +77,18 @@ def test_bench_without_a_scheduler_runs_the_default_methods_without_adaptive_and
     assert cli.main(["bench", "--methods", "ar,adaptive"]) == 2  # asked for by name: refused, not dropped
 
 
-def test_bench_json_keeps_stdout_pure_json_while_progress_shows_on_stderr(monkeypatch, tmp_path, capsys):
+def test_bench_json_keeps_stdout_pure_json_while_progress_shows_on_stderr(bf16_cpu, monkeypatch, tmp_path, capsys):
     from treegraft_lab.tiny import tiny_pair
 
     path = tmp_path / "p.jsonl"
     path.write_text(json.dumps({"question_id": "q", "category": "c", "turns": ["w1 w2 w1 w2 w1 w2 w1"]}))
     monkeypatch.setattr(cmd, "load_pair_from_args", lambda args, require_mid=True: tiny_pair(scale=4.0))
-    assert cli.main(["bench", "--prompts", str(path), "--methods", "ar,small", "--max-new-tokens", "4", "--budget", "4",
-                     "--warmup-tokens", "2", "--out", str(tmp_path / "run"), "--json"]) == 0
+    assert cli.main(["bench", "--prompts", str(path), "--methods", "ar,small,adaptive", "--max-new-tokens", "4",
+                     "--budget", "4", "--warmup-tokens", "2", "--out", str(tmp_path / "run"), "--json"]) == 0
     out, err = capsys.readouterr()
     assert set(json.loads(out)) == {"overall", "per_category", "specbench"}  # the whole of stdout is one object
     assert "bench: 100%" in err and "2/2" in err  # the progress bar, on stderr
+    assert "bench: float32, prune=value: the settings" in err  # and the note on the settings chosen
 
 
 def test_notebooks_load_the_pair_in_the_dtype_its_scheduler_was_trained_for(bf16_cpu, monkeypatch, capsys):
@@ -110,3 +111,18 @@ def test_notebooks_keep_auto_where_it_has_a_scheduler(monkeypatch):
     monkeypatch.setattr(models, "cpu_supports_bf16", lambda: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert wb.pair_dtype("smollm2-pocket", "auto") == "auto"  # auto is float32 here: it has one
+
+
+def test_demo_on_a_bf16_cpu_loads_the_dtype_its_scheduler_was_trained_for(bf16_cpu, monkeypatch, capsys):
+    seen = []
+
+    def capture(*a, **k):
+        seen.append(k)
+        raise Stop
+
+    monkeypatch.setattr(models, "load_pair", capture)
+    with pytest.raises(Stop):
+        cli.main(["demo"])
+    assert seen[0]["dtype"] == "float32"
+    assert "note: float32, prune=value: the settings the adaptive scheduler cpu-float32-value-lookup-ngram+recycling" \
+           in capsys.readouterr().out
