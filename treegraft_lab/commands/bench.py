@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "write one Spec-Bench answer file per method, DIR/<method>.jsonl (wall clock)")
     add_pair_arguments(parser)
     parser.set_defaults(prune=None, dtype=None)  # not given: chosen for the adaptive scheduler (`_choose`)
+    for action in parser._actions:
+        if action.dest in ("dtype", "prune"):
+            action.help = f"{action.help}; default here: what the adaptive scheduler was trained for, else auto / topk"
 
 
 def _choose(args: argparse.Namespace, methods: list[str], growth: dict) -> str | None:
