@@ -55,3 +55,4 @@ lint: setup
 
 prompts: setup
 	$(PY) scripts/build_prompts.py
+	$(PY) scripts/build_validation.py

@@ -30,10 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.models import load_pair
-    from treegraft_lab.prompts import load_prompts
+    from treegraft_lab.prompts import tuning_prompts
 
     pair = load_pair(a.pair)
-    prompts = [q["turns"][0] for q in load_prompts("treegraft-suite", split="train", per_category=a.per_category)]
+    prompts = [q["turns"][0] for q in tuning_prompts("treegraft-suite", purpose="budget calibration", split="train", per_category=a.per_category)]
     budgets = [int(b) for b in a.budgets.split(",")]
     fits = {}
     for sched in a.schedules.split(","):

@@ -85,11 +85,11 @@ def references(path: Path, n_new: int) -> dict:
     from treegraft_lab.baselines import autoregressive
     from treegraft_lab.models import load_pair
     from treegraft_lab.prompting import encode_prompt
-    from treegraft_lab.prompts import load_prompts
+    from treegraft_lab.prompts import tuning_prompts
 
     pair = load_pair("smollm2-pocket", dtype="float32", require_mid=False)
     out = {"target": pair.target_id, "prompts": []}
-    for q in load_prompts("treegraft-suite", split="eval", per_category=2):
+    for q in tuning_prompts("treegraft-suite", purpose="the lookup growth choice", split="eval", per_category=2):
         ids = encode_prompt(pair.tokenizer, q["turns"][0])
         ref = autoregressive(pair, ids, n_new + 12).token_ids
         out["prompts"].append({"qid": q["question_id"], "cat": q["category"], "ids": ids, "ref": ref})

@@ -12,12 +12,12 @@ from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.models import cpu_name, load_pair
 from treegraft_lab.prompting import encode_prompt
-from treegraft_lab.prompts import load_prompts
+from treegraft_lab.prompts import tuning_prompts
 from treegraft_lab.verify import TargetVerifier
 
 torch.set_num_threads(2)
 pair = load_pair("smollm2-pocket", dtype="float32")
-qs = load_prompts("treegraft-suite", split="eval", per_category=2)
+qs = tuning_prompts("treegraft-suite", purpose="the prompt fusion A/B", split="eval", per_category=2)
 dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget=63, prune="value", **GROWTHS["lookup"]))
 enc = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in qs]
 dec.generate(enc[0], 16)

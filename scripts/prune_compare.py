@@ -14,7 +14,8 @@ import time
 import pandas as pd
 import torch
 
-from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts
+from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair
+from treegraft_lab.prompts import tuning_prompts
 
 
 def main() -> None:
@@ -34,7 +35,7 @@ def main() -> None:
     if args.with_63:
         settings["topk, budget 63"] = DecodeConfig(schedule=args.schedule, budget=63)
     decs = {name: TreeGraftDecoder(pair, cfg) for name, cfg in settings.items()}
-    prompts = load_prompts("treegraft-suite", split="eval", per_category=args.per_category)
+    prompts = tuning_prompts("treegraft-suite", purpose="the pruning comparison", split="eval", per_category=args.per_category)
     for d in decs.values():  # warm-up (and the value pruner's cost curve, measured at build time)
         d.generate(prompts[0]["turns"][0], max_new_tokens=8)
     rows, names = [], list(decs)

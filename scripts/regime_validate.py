@@ -22,7 +22,7 @@ import torch
 
 from treegraft_lab import costs, regime
 from treegraft_lab.models import cpu_name, load_pair
-from treegraft_lab.prompts import load_prompts
+from treegraft_lab.prompts import tuning_prompts
 
 
 def main() -> int:
@@ -36,7 +36,7 @@ def main() -> int:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     start = datetime.datetime.now()
-    qs = [q for q in load_prompts("treegraft-suite", split="train")
+    qs = [q for q in tuning_prompts("treegraft-suite", purpose="scheduler variant choice", split="train")
           if args.lo <= int(str(q["question_id"]).rsplit("-", 1)[1]) <= args.hi]
     pair = load_pair("smollm2-pocket", dtype="float32")
     cfg = regime.map_config("lookup")

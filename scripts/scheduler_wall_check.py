@@ -26,7 +26,7 @@ from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.models import cpu_name, load_pair
 from treegraft_lab.prompting import encode_prompt
-from treegraft_lab.prompts import load_prompts
+from treegraft_lab.prompts import tuning_prompts
 
 
 def main() -> int:
@@ -40,7 +40,7 @@ def main() -> int:
     torch.set_num_threads(2)
     start = datetime.datetime.now()
     pair = load_pair("smollm2-pocket", dtype="float32")
-    qs = load_prompts("treegraft-suite", split=args.split, per_category=args.per_category)
+    qs = tuning_prompts("treegraft-suite", purpose="the scheduler wall check", split=args.split, per_category=args.per_category)
     base = {"budget": 63, "prune": "value", "small": "ngram+recycling", **GROWTHS["lookup"]}
     runners = {"all-small": _decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="small", **base)))}
     for item in args.scheduler:

@@ -26,7 +26,7 @@ from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.models import cpu_name, load_pair
 from treegraft_lab.prompting import encode_prompt
-from treegraft_lab.prompts import load_prompts
+from treegraft_lab.prompts import tuning_prompts
 
 VARIANTS = {
     "ngram": {},
@@ -45,7 +45,7 @@ def main() -> int:
     torch.set_num_threads(2)
     start = datetime.datetime.now()
     pair = load_pair("smollm2-pocket", dtype="float32")
-    qs = load_prompts("treegraft-suite", split="eval", per_category=2)
+    qs = tuning_prompts("treegraft-suite", purpose="the small drafter choice", split="eval", per_category=2)
     runners = {"plain decoding": make_runner(pair, "ar")[0], "HF prompt lookup": make_runner(pair, "hf-pld")[0]}
     for name, over in VARIANTS.items():
         cfg = DecodeConfig(schedule="small", budget=63, prune="value", **GROWTHS["lookup"], **over)

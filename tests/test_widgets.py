@@ -349,3 +349,18 @@ def recorded_tiny_run():
             dec.generate(PROMPT, max_new_tokens=20)
         _TINY_RUN = rec.to_run()
     return _TINY_RUN
+
+
+def test_playground_picks_the_pruning_its_scheduler_was_trained_for_and_says_so(tiny, tmp_path, monkeypatch):
+    from tests.test_scheduler import make_artifact
+
+    pair, run, _ = tiny  # recorded with top-k pruning; the only scheduler here is for value pruning
+    monkeypatch.setattr("treegraft_lab.schedule.adaptive.artifact_dir", lambda name: tmp_path)
+    pg = SchedulePlayground(pair, run, round=1)
+    assert pg.prune.value == "topk" and "adaptive" not in pg.settings()
+    assert "not offered</b> (no scheduler for pair tiny as cpu-float32-topk; trained: none)" in pg.adaptive.value
+    make_artifact(tmp_path / "cpu-float32-value", pair="tiny", profile_class="cpu-float32", prune="value")
+    pg = SchedulePlayground(pair, run, round=1)
+    assert pg.prune.value == "value" and "adaptive" in pg.settings()
+    assert "pruning set to value: float32, prune=value: the settings the adaptive scheduler cpu-float32-value" in pg.adaptive.value
+    assert SchedulePlayground(pair, run, round=1, prune="topk").prune.value == "topk"  # a rule given is kept

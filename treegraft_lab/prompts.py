@@ -3,13 +3,19 @@
 Each line: `question_id` (int or str), `category` (str), `turns` (non-empty list of non-empty
 strings, the user messages), optionally `reference` (any JSON: MT-bench and Spec-Bench use a
 list of strings or a list of lists of strings; returned as it is, not checked) and `split`
-("train" or "eval"). Any other field is not checked and is passed through unchanged, so
+("train", "eval" or "validation"). Any other field is not checked and is passed through unchanged, so
 Spec-Bench's and MT-bench's published `question.jsonl` files read as they are. The project's
 suites live in `data/prompts/<name>.jsonl` and are built by `scripts/build_prompts.py`.
 
 A line without `split` (an external benchmark file) counts as eval: such a file is held-out
 data, never training data, so the default `split="eval"` (and `"all"`) takes every line and
 `split="train"` takes none.
+
+The validation set (`data/prompts/treegraft-validation.jsonl`, built by
+`scripts/build_validation.py`) is held out from everything that fits or chooses: scheduler
+training, trajectory collection, drafter distillation and the scripts that chose the defaults
+read prompts through `tuning_prompts`, which refuses it. `load_prompts(split="validation")` on
+the default suite reads it, to report beside eval.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import PROMPTS_DIR
 
 DEFAULT_SUITE = "treegraft-suite"
-SPLITS = ("train", "eval", "all")
+VALIDATION_SUITE = "treegraft-validation"  # the default suite's validation split lives in its own file
+SPLITS = ("train", "eval", "validation", "all")
+ROW_SPLITS = ("train", "eval", "validation")
 
 
 def list_suites() -> list[str]:
@@ -67,8 +75,8 @@ def _check_row(row: Any, where: str) -> dict:
     ):
         raise TreeGraftError(f"{where}: 'turns' must be a non-empty list of non-empty strings")
     split = row.get("split", "eval")
-    if split not in ("train", "eval"):
-        raise TreeGraftError(f"{where}: 'split' must be 'train' or 'eval', got {split!r}")
+    if split not in ROW_SPLITS:
+        raise TreeGraftError(f"{where}: 'split' must be one of {', '.join(ROW_SPLITS)}, got {split!r}")
     return {**row, "split": split}
 
 
@@ -102,14 +110,17 @@ def load_prompts(
 ) -> list[dict]:
     """Questions of a suite (or external .jsonl file) for one split, optionally filtered.
 
-    `split` is "eval" (default), "train" or "all"; lines without a `split` field count as eval,
-    so an external benchmark file (MT-bench, Spec-Bench) is read whole by default and
-    `split="train"` on it returns an empty list.
+    `split` is "eval" (default), "train", "validation" or "all" (every line of the file); lines
+    without a `split` field count as eval, so an external benchmark file (MT-bench, Spec-Bench) is
+    read whole by default and `split="train"` on it returns an empty list. "validation" on the
+    default suite reads `treegraft-validation.jsonl`, the suite's held-out validation set.
     `categories` keeps those categories (an unknown one is an error); `per_category` keeps the
     first n of each category; `limit` keeps the first n overall. Order is the file's.
     """
     if split not in SPLITS:
         raise TreeGraftError(f"unknown split {split!r}; use one of {', '.join(SPLITS)}")
+    if split == "validation" and str(name_or_path) == DEFAULT_SUITE:
+        name_or_path = VALIDATION_SUITE
     path = suite_path(name_or_path)
     rows = read_jsonl(path)
     if split != "all":
@@ -136,4 +147,25 @@ def load_prompts(
         if limit < 0:
             raise TreeGraftError(f"limit must be >= 0, got {limit}")
         rows = rows[:limit]
+    return rows
+
+
+def refuse_validation(split: str, purpose: str) -> None:
+    """Refuse, in one line, `split="validation"` for code that fits, trains or chooses (`purpose`)."""
+    if split == "validation":
+        raise TreeGraftError(f"{purpose} may not read the validation split: it is held out from every tuning, "
+                             "training and default choice, to report on; use --split train (or eval)")
+
+
+def tuning_prompts(name_or_path: str | Path = DEFAULT_SUITE, split: str = "train", *, purpose: str = "tuning",
+                   **filters: Any) -> list[dict]:
+    """`load_prompts` for code that fits, trains or chooses a default: refuses the validation split,
+    asked for by name or found in the file's lines (a validation file read with split="all")."""
+    refuse_validation(split, purpose)
+    rows = load_prompts(name_or_path, split=split, **filters)
+    held = [r["question_id"] for r in rows if r["split"] == "validation"]
+    if held:
+        raise TreeGraftError(f"{purpose} may not read validation prompts ({len(held)} in {name_or_path}, e.g. "
+                             f"{held[0]!r}): they are held out from every tuning, training and default choice; "
+                             "use the train split of treegraft-suite")
     return rows

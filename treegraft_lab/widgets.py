@@ -418,12 +418,14 @@ class SchedulePlayground(W.VBox):
         budget = self.cfg.get("budget", 63)
         self.budget = W.IntSlider(budget if isinstance(budget, int) else 63, 4, 128, description="budget",
                                   tooltip="verification budget: non-root nodes kept at most", layout={"width": "22em"})
-        self.prune = W.Dropdown(options=[("top-k by score (paper)", "topk"), ("value (cost-aware)", "value")],
-                                value=prune or self.cfg.get("prune", "topk"), description="pruning", layout={"width": "22em"})
-        self.prune_note = W.HTML(layout={"width": "auto", "margin": "0 0 0 1em", "flex": "1"})
-        self.prune_note.add_class("tg-prune-note")
         clocks = [v for _, v in CLOCKS]
         recorded = self.cfg.get("clock") if self.cfg.get("clock") in clocks else "wall"
+        self.choice_note = ""  # set when the pruning rule was chosen for the adaptive scheduler
+        self.prune = W.Dropdown(options=[("top-k by score (paper)", "topk"), ("value (cost-aware)", "value")],
+                                value=prune or self._scheduler_prune(clock or recorded), description="pruning",
+                                layout={"width": "22em"})
+        self.prune_note = W.HTML(layout={"width": "auto", "margin": "0 0 0 1em", "flex": "1"})
+        self.prune_note.add_class("tg-prune-note")
         self.clock = W.Dropdown(options=list(CLOCKS), value=clock or recorded, description="profile",
                                 tooltip="the device costs every decision reads and each round is priced with",
                                 layout={"width": "22em"})
@@ -431,6 +433,39 @@ class SchedulePlayground(W.VBox):
         self.adaptive.add_class("tg-adaptive-note")
         for w in (self.prune, self.clock):
             w.observe(lambda _c: self._adaptive_note(), "value")
+
+    def _trees(self, **over: Any) -> Any:
+        """The recorded run's trees (growth rule, small drafter) as a DecodeConfig, with `over`."""
+        from treegraft_lab.config import GROWTH_FIELDS, DecodeConfig
+
+        keys = ("depth", "width", "ngram_max", "ngram_min", "temperature", "children", "max_nodes", "small",
+                *GROWTH_FIELDS)
+        return DecodeConfig(**{k: self.cfg[k] for k in keys if k in self.cfg}, **over)
+
+    def _scheduler_choice(self, clock: str, prune: str | None) -> Any:
+        """`schedule.choice.choose_settings` for this pair (its dtype and device), `clock` and the
+        recorded trees; `prune` None: the recorded rule first, then the other."""
+        from treegraft_lab.schedule.choice import choose_settings
+
+        trees = self._trees()
+        dtype = str(getattr(self.pair, "dtype", "auto")).removeprefix("torch.")
+        return choose_settings(getattr(self.pair, "name", None), device=str(getattr(self.pair, "device", "auto")),
+                               dtype=dtype, prune=prune, clock=clock, growth=trees.growth, small=trees.small,
+                               prefer_prune=self.cfg.get("prune", "topk"))
+
+    def _scheduler_prune(self, clock: str) -> str:
+        """The recorded run's pruning rule, or the other one where only that has an adaptive
+        scheduler for this pair and profile (said in the adaptive note)."""
+        recorded = self.cfg.get("prune", "topk")
+        if self.pair is None:
+            return recorded
+        try:
+            choice = self._scheduler_choice(clock, None)
+        except Exception:  # noqa: BLE001 - an unknown device or profile: keep the recorded rule
+            return recorded
+        if choice.prune != recorded:
+            self.choice_note = f"pruning set to {choice.prune}: {choice.note}"
+        return choice.prune
 
     def _label(self, i: int) -> None:
         t = self.toggles[i]
@@ -445,10 +480,19 @@ class SchedulePlayground(W.VBox):
             self.adaptive.value = ""
             return
         cfg = self.base_config()
-        if adaptive_status(self.pair, cfg) is None:
+        status = adaptive_status(self.pair, cfg)
+        if status is None:
             text = f"adaptive: offered (scheduler {scheduler_name(self.pair, cfg)})"
+            if self.choice_note and self.prune.value in self.choice_note:
+                text += f"<br>{html.escape(self.choice_note)}"
         else:
-            text = f"adaptive: <b>not offered</b> (trained: {', '.join(trained_schedulers(self.pair)) or 'none'})"
+            try:
+                choice = self._scheduler_choice(self.clock.value, self.prune.value)
+                why = status if choice.offered else choice.note.split(" (looked in")[0].removeprefix("adaptive off: ")
+            except Exception:  # noqa: BLE001 - an unknown device or profile: adaptive_status's reason
+                why = status
+            text = (f"adaptive: <b>not offered</b> ({html.escape(why)}; trained: "
+                    f"{', '.join(trained_schedulers(self.pair)) or 'none'})")
         self.adaptive.value = (f'<span style="font-size:12px">{html.escape(self.profile_words())}<br>{text}</span>')
 
     def profile_words(self) -> str:

@@ -68,25 +68,25 @@ class Params:
 
         return self.pair if self.pair in PAIRS else Path(self.pair).expanduser().name
 
+    def scheduler_choice(self) -> Any:
+        """The dtype and pruning the notebooks run with: ones this pair's adaptive scheduler was
+        trained for on this device and clock where one is (`schedule.choice`), value pruning first."""
+        from treegraft_lab.schedule.choice import choose_settings
+
+        return choose_settings(self.pair_name(), device=self.device, clock=self.clock,
+                               prefer_prune="value" if self.clock == "wall" else "topk")
+
     def scheduler_lines(self) -> list[str]:
-        """Which adaptive schedulers exist for this pair and clock, or the commands that make one."""
-        from treegraft_lab.models import PAIRS, resolve_device, resolve_dtype
-        from treegraft_lab.schedule.adaptive import artifact_dir, profile_class
+        """Which adaptive scheduler the notebooks use for this pair and clock, or the commands that make one."""
+        from treegraft_lab.models import PAIRS
 
-        name = self.pair_name()
-        if self.clock == "wall":
-            dev = resolve_device(self.device)
-            cls, prune = f"{dev.type}-{str(resolve_dtype('auto', dev)).removeprefix('torch.')}", "value"
-        else:
-            from treegraft_lab import costs
-
-            cls, prune = profile_class(costs.load(self.clock)), "topk"
-        folder = artifact_dir(name) / f"{cls}-{prune}"
-        if (folder / "scheduler.json").exists():
-            return [f"adaptive scheduler for {name} on {cls} (prune={prune}): {folder}"]
+        name, choice = self.pair_name(), self.scheduler_choice()
+        if choice.offered:
+            return [f"adaptive scheduler for {name}: {choice.folder}", f"({choice.note})"]
         src = f"--pair {name}" if self.pair in PAIRS else (
             f"--target {self.pair}/target --mid {self.pair}/mid")
-        return [f"no adaptive scheduler is trained for {name} on {cls} (prune={prune}):",
+        prune = choice.prune
+        return [choice.note.split(" (looked in")[0].replace("adaptive off: ", "") + ":",
                 "the adaptive parts of 04, 05 and 06 have none to show. Make one with:",
                 f"  treegraft-lab collect {src} --profile {self.clock} --prune {prune} --device {self.device}",
                 f"  treegraft-lab collect {src} --merge",
@@ -131,6 +131,16 @@ def demo_pair(device: str | None = None) -> Any:
     return _load_pair(p.pair, device or p.device)
 
 
+def pair_dtype(name: str, device: str) -> str:
+    """The dtype the notebooks load `name` in: "auto", or the one its adaptive scheduler was trained
+    for on this device where auto has none (printed, so the notebook says why)."""
+    p = Params(name, device, current().clock)
+    choice = p.scheduler_choice()
+    if choice.dtype != "auto":
+        print(f"note: {choice.note}")
+    return choice.dtype
+
+
 @functools.lru_cache(maxsize=2)
 def _load_pair(name: str, device: str) -> Any:
     from transformers.utils import logging as hf_logging
@@ -139,22 +149,23 @@ def _load_pair(name: str, device: str) -> Any:
     from treegraft_lab.models import PAIRS, load_pair
 
     hf_logging.disable_progress_bar()  # no "Loading weights" bar widget in notebook outputs
+    dtype = pair_dtype(name, device)
     if name != DEFAULT_PAIR:
         if name in PAIRS:
-            return load_pair(name, device=device)
+            return load_pair(name, device=device, dtype=dtype)
         folder = Path(name).expanduser()
         if not ((folder / "target").is_dir() and (folder / "mid").is_dir()):
             raise TreeGraftError(f"{PAIR_ENV}={name!r} is neither a registered pair ({', '.join(PAIRS)}) nor a folder "
                                  "holding target/ and mid/ model folders")
-        pair = load_pair(target=folder / "target", mid=folder / "mid", device=device)
+        pair = load_pair(target=folder / "target", mid=folder / "mid", device=device, dtype=dtype)
         pair.name = folder.name
         return pair
     try:
-        return load_pair(DEFAULT_PAIR, device=device)
+        return load_pair(DEFAULT_PAIR, device=device, dtype=dtype)
     except TreeGraftError as e:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pair = load_pair(DEFAULT_PAIR, device=device, require_mid=False)
+            pair = load_pair(DEFAULT_PAIR, device=device, require_mid=False, dtype=dtype)
         print(f"note: using a stand-in pair (the target as its own mid drafter): {e}")
         return types.SimpleNamespace(
             name="smollm2-standin", tokenizer=pair.tokenizer, target=pair.target,

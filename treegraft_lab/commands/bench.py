@@ -3,8 +3,14 @@
 Writes records.parquet, summary.parquet, results.md, specbench.md and results.json to --out
 (default data/bench/<pair>-<timestamp>/); with --json prints one JSON object
 {"overall": {method: speedup}, "per_category": {category: {method: speedup}}, "specbench":
-{group: {method: speedup}}} and nothing else. The tables print a ratio of means per task group (Spec-Bench's
-averaging) beside this project's mean of per-prompt ratios.
+{group: {method: speedup}}} and nothing else on stdout (progress and notes go to stderr). The
+tables print a ratio of means per task group (Spec-Bench's averaging) beside this project's mean
+of per-prompt ratios.
+
+Without --dtype and --prune, the adaptive method gets the dtype and pruning rule its scheduler was
+trained for on this device (`schedule.choice`; e.g. float32 and value pruning on a CPU whose auto
+dtype is bfloat16), and says so; where none is trained, the default methods run without it and
+say why.
 
 With --answers DIR every turn of every question is decoded with the conversation so far and one
 Spec-Bench answer file per method is written to DIR/<method>.jsonl (`treegraft_lab.specbench`);
@@ -39,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from treegraft_lab.bench import DEFAULT_METHODS, METHODS
 
     parser.add_argument("--prompts", default="treegraft-suite", help="suite name or a JSONL file (first turn of each)")
-    parser.add_argument("--split", default="eval", help="eval, train or all")
+    parser.add_argument("--split", default="eval", help="eval, validation, train or all")
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                         help=f"comma-separated, from {', '.join(METHODS)} (default: all but the oracle)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -56,6 +62,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Spec-Bench mode: decode every turn of every question (the conversation so far) and "
                              "write one Spec-Bench answer file per method, DIR/<method>.jsonl (wall clock)")
     add_pair_arguments(parser)
+    parser.set_defaults(prune=None, dtype=None)  # not given: chosen for the adaptive scheduler (`_choose`)
+    for action in parser._actions:
+        if action.dest in ("dtype", "prune"):
+            action.help = f"{action.help}; default here: what the adaptive scheduler was trained for, else auto / topk"
+
+
+def _choose(args: argparse.Namespace, methods: list[str], growth: dict) -> str | None:
+    """Set --dtype and --prune where not given: with adaptive among the methods, ones its scheduler
+    was trained for (said on stderr); else auto and topk. Returns why adaptive cannot run, or None."""
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.schedule.choice import choose_settings
+
+    if "adaptive" not in methods:
+        args.dtype, args.prune = args.dtype or "auto", args.prune or "topk"
+        return None
+    modelled = [c.strip() for c in args.model_on.split(",") if c.strip()]
+    trees = DecodeConfig(**growth)
+    name = None if (args.target or args.mid) else args.pair or "smollm2-pocket"
+    choice = choose_settings(name, device=args.device, dtype=args.dtype, prune=args.prune,
+                             clock=modelled[0] if args.model_only and modelled else "wall", growth=trees.growth,
+                             small=trees.small)
+    args.dtype, args.prune = choice.dtype, choice.prune
+    print(f"bench: {choice.note}", file=sys.stderr)
+    return None if choice.offered or name is None else choice.note
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,10 +104,14 @@ def run(args: argparse.Namespace) -> int:
         raise TreeGraftError("--max-new-tokens and --repeats must be >= 1")
     budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
     growth = growth_from_args(args)
+    named = "adaptive" in methods and args.methods != ",".join(bench.DEFAULT_METHODS)  # asked for by name
+    no_adaptive = _choose(args, methods, growth)
+    if no_adaptive and not named:  # the default methods run without it, and say why
+        methods.remove("adaptive")
     clocks = clocks_from_args(args)
     check_settings([bench.TREE_METHODS[m]["schedule"] for m in methods if m in bench.TREE_METHODS], budget, growth,
                    clocks)  # a bad setting is refused here, before any model loads
-    if "adaptive" in methods and args.methods != ",".join(bench.DEFAULT_METHODS):  # asked for by name
+    if named:
         check_scheduler(args, clocks, growth)
     if args.answers:  # every check before a model loads
         if args.model_on:
@@ -101,10 +135,12 @@ def run(args: argparse.Namespace) -> int:
         result, table = _answers(pair, prompts, methods, args, budget, settings, growth)
     else:
         result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
-                                 args.warmup_tokens, prune=args.prune, progress=not args.json, settings=settings,
+                                 args.warmup_tokens, prune=args.prune, progress=True, settings=settings,
                                  model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
                                  prune_modelled=args.prune_modelled, model_only=args.model_only, growth=growth)
         table = specbench.speedup_table(specbench.records_per_question(result.records))
+    if no_adaptive:
+        result.skipped["adaptive"] = no_adaptive
     out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
     bench.save(result, out)
     md = "## Spec-Bench speedup per task group (wall clock)\n\n" + specbench.speedup_markdown(table)
@@ -130,7 +166,7 @@ def _answers(pair, prompts, methods, args, budget, settings, growth):
 
     meta = {"hardware": bench.hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     records = specbench.answer_questions(pair, prompts, methods, args.answers, args.max_new_tokens, budget, args.prune,
-                                         warmup_tokens=args.warmup_tokens, progress=not args.json, growth=growth)
+                                         warmup_tokens=args.warmup_tokens, progress=True, growth=growth)
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"), budgets={}, skipped={},
                 settings={**settings, "methods": list(dict.fromkeys(["ar", *methods])), "max_new_tokens": args.max_new_tokens,
                           "budget": budget, "prune": args.prune, "answers": str(args.answers),

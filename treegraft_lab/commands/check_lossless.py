@@ -32,7 +32,7 @@ from treegraft_lab.commands.common import (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", required=True, help="suite name (e.g. treegraft-suite) or a JSONL file")
-    parser.add_argument("--split", default="eval", help="eval, train or all")
+    parser.add_argument("--split", default="eval", help="eval, validation, train or all")
     parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
     parser.add_argument("--limit", type=int, default=None, help="at most this many prompts")
     parser.add_argument("--per-category", type=int, default=None, help="the first N prompts of each category")

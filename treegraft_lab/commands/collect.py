@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", default=None, help="a target folder or name instead of --pair's")
     parser.add_argument("--mid", default=None, help="override the pair's mid drafter (folder or name)")
     parser.add_argument("--prompts", default="treegraft-suite", help="prompt suite or .jsonl file")
-    parser.add_argument("--split", default="train", choices=("train", "eval", "all"))
+    parser.add_argument("--split", default="train",
+                        help="train (default), eval or all; never validation, which no scheduler is trained on")
     parser.add_argument("--limit", type=int, default=None, help="first N prompts only")
     parser.add_argument("--per-category", type=int, default=None, help="first N prompts of each category")
     parser.add_argument("--states", type=int, default=2, help="round starts sampled per prompt")
@@ -91,15 +92,17 @@ def _drafter_record(mid_id: str) -> dict:
 def check_inputs(args: argparse.Namespace) -> tuple[dict, list[dict]]:
     """The replayed trees' DecodeConfig overrides and the prompts, each refused in one line."""
     from treegraft_lab.config import DecodeConfig
-    from treegraft_lab.prompts import load_prompts
+    from treegraft_lab.prompts import refuse_validation, tuning_prompts
 
+    refuse_validation(args.split, "collect (scheduler training data)")
     for flag, value in (("--states", args.states), ("--max-new", args.max_new)):
         if value < 1:
             raise TreeGraftError(f"{flag} {value}: give a number >= 1")
     check_pair(None if args.target else args.pair)
     decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune, **growth_from_args(args)}
     DecodeConfig(**decode)  # a bad budget, depth, width, growth or small drafter
-    prompts = load_prompts(args.prompts, split=args.split, limit=args.limit, per_category=args.per_category)
+    prompts = tuning_prompts(args.prompts, split=args.split, purpose="collect (scheduler training data)", limit=args.limit,
+                             per_category=args.per_category)
     if not prompts:
         raise TreeGraftError(f"no prompts in {args.prompts!r} for --split {args.split}: a file without a split field "
                              "counts as eval, so pass --split eval or --split all")

@@ -37,19 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _dtype(name: str) -> str:
-    """"auto", or float32 where the auto dtype has no trained scheduler on this device and float32
-    has one (adaptive would otherwise be skipped)."""
+    """"auto", or the dtype this device's scheduler was trained for where auto has none (said so)."""
     from treegraft_lab.commands.common import DEFAULT_GROWTH, DEFAULT_SMALL
-    from treegraft_lab.schedule.adaptive import default_folder
+    from treegraft_lab.schedule.choice import choose_settings
 
-    def has(dtype: str) -> bool:
-        return any((default_folder(name, "wall", p, DEFAULT_GROWTH, dtype=dtype, small=DEFAULT_SMALL) / "scheduler.json").is_file()
-                   for p in ("value", "topk"))
-
-    if has("auto") or not has("float32"):
-        return "auto"
-    print("note: float32, the dtype this device's scheduler was trained for")
-    return "float32"
+    choice = choose_settings(name, growth=DEFAULT_GROWTH, small=DEFAULT_SMALL, prefer_prune="value")
+    if choice.dtype != "auto":
+        print(f"note: {choice.note}")
+    return choice.dtype
 
 
 def _load(name: str):

@@ -27,7 +27,7 @@ from treegraft_lab.errors import TreeGraftError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", default="treegraft-suite", help="suite name or JSONL file")
-    parser.add_argument("--split", default="eval")
+    parser.add_argument("--split", default="eval", help="eval, validation, train or all")
     parser.add_argument("--per-category", type=int, default=1, help="prompts per category")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--schedules", default="small,mid,10101")

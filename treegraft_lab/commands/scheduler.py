@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--json", action="store_true")
     c = sub.add_parser("compare", help="small interleaved tokens/s comparison of schedules on real decodes")
     c.add_argument("--pair", default="smollm2-pocket")
-    c.add_argument("--split", default="eval")
+    c.add_argument("--split", default="eval", help="eval, validation, train or all")
     c.add_argument("--per-category", type=int, default=2, help="prompts per category")
     c.add_argument("--max-new", type=int, default=128)
     c.add_argument("--schedules", default="small,mid,10101,adaptive", help="comma-separated (oracle is slow)")

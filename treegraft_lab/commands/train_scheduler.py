@@ -83,6 +83,10 @@ def run(args: argparse.Namespace) -> int:
                              "and then `treegraft-lab collect --pair ... --merge`")
     info_path = path.with_suffix(".json")
     info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    splits = {m.get("split") for m in info.get("shard_meta", [])}
+    if splits - {"train", None}:  # eval, all, validation: held-out prompts
+        raise TreeGraftError(f"{path} holds {sorted(s for s in splits if s)} prompts: train the scheduler on the train "
+                             "split only (eval and validation are held out)")
     df = pd.read_parquet(path)
     if not info.get("profile"):
         raise TreeGraftError(f"{info_path} carries no device profile (missing, or an older format): "
@@ -112,9 +116,6 @@ def run(args: argparse.Namespace) -> int:
         except ValueError:
             raise TreeGraftError(f"--family-ratios {args.family_ratios!r}: write LO:HI:N, e.g. 0.02:1:8") from None
         family = [p for base in args.family.split(",") for _, p in ratio_profiles(costs.load(base), ratios)]
-    splits = {m.get("split") for m in info.get("shard_meta", [])}
-    if "eval" in splits or "all" in splits:
-        raise TreeGraftError(f"{path} holds {sorted(splits)} prompts: train the scheduler on the train split only")
     signals = None
     if args.signals:
         signals = list(RELEASE_SIGNALS) if args.signals == "release" else args.signals.split(",")

@@ -131,11 +131,13 @@ def _local_prompts(seed: int) -> list[dict[str, Any]]:
 
 
 def _suite(split: str) -> list[dict[str, Any]] | None:
-    """The project's prompt suite split as chat records, or None when it is not available."""
-    try:
-        from treegraft_lab.prompts import load_prompts  # type: ignore[import-not-found]
+    """The project's prompt suite split as chat records, or None when it is not available; the
+    validation split is refused (no drafter is distilled on it)."""
+    from treegraft_lab.prompts import refuse_validation, tuning_prompts
 
-        items = load_prompts(SUITE, split=split)
+    refuse_validation(split, "drafter distillation")
+    try:
+        items = tuning_prompts(SUITE, split=split, purpose="drafter distillation")
     except Exception:  # noqa: BLE001 - the suite may not exist yet
         return None
     return [_as_record(it) for it in items] or None

@@ -1,0 +1,86 @@
+"""The dtype and pruning rule to run with when they are not given: ones for which the pair has a
+trained adaptive scheduler, so that adaptive runs on any machine without the user knowing which
+settings it was trained for. Shared by `bench`, `demo`, the workbench notebooks and the schedule
+playground. A setting given explicitly is kept; where no scheduler fits, the note says why and
+the caller runs without adaptive."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PRUNES = ("topk", "value")
+
+
+@dataclass(frozen=True)
+class SchedulerChoice:
+    """The dtype ("auto" or a name) and pruning rule to use, the scheduler folder they have (None:
+    none), and one line saying what was chosen and why, or why adaptive is off."""
+
+    dtype: str
+    prune: str
+    folder: Path | None
+    note: str
+
+    @property
+    def offered(self) -> bool:
+        return self.folder is not None
+
+
+def _dtypes(device: str, clock: str) -> list[str]:
+    """The dtypes tried when none is given: "auto", then float32 where auto is something else on
+    this device (a measured profile's class names its dtype; a named profile's does not)."""
+    import torch
+
+    from treegraft_lab.models import resolve_device, resolve_dtype
+
+    if clock != "wall" or resolve_dtype("auto", resolve_device(device)) == torch.float32:
+        return ["auto"]
+    return ["auto", "float32"]
+
+
+def _dtype_name(dtype: str, device: str) -> str:
+    from treegraft_lab.models import resolve_device, resolve_dtype
+
+    return str(resolve_dtype(dtype, resolve_device(device))).removeprefix("torch.")
+
+
+def choose_settings(pair_name: str | None, *, device: str = "auto", dtype: str | None = None,
+                    prune: str | None = None, clock: str = "wall", growth: str = "full", small: str = "ngram",
+                    prefer_prune: str = "topk") -> SchedulerChoice:
+    """The first (dtype, prune) with a trained scheduler for `pair_name` under `clock`, `growth` and
+    `small`: dtype "auto" before float32, `prefer_prune` before the other rule; `dtype` or `prune`
+    given (not None) is the only one tried. None found: the given settings or the first tried,
+    and a note that says adaptive is off and why. A pair without a registered name (None) keeps
+    the given settings: its scheduler is looked up when it loads."""
+    from treegraft_lab.schedule.adaptive import artifact_dir, default_folder
+
+    dtypes = [dtype] if dtype else _dtypes(device, clock)
+    prunes = [prune] if prune else [prefer_prune, *[p for p in PRUNES if p != prefer_prune]]
+    if not pair_name:
+        return SchedulerChoice(dtypes[0], prunes[0], None, "adaptive: the scheduler of a pair given by folder is "
+                                                           "looked up when it loads")
+    tried = []
+    for d in dtypes:
+        for p in prunes:
+            folder = default_folder(pair_name, clock, p, growth, device, d, small)
+            if (folder / "scheduler.json").is_file():
+                return SchedulerChoice(d, p, folder, _chosen(d, p, folder, dtypes, prunes, device, clock))
+            tried.append(folder.name)
+    return SchedulerChoice(dtypes[0], prunes[0], None,
+                           f"adaptive off: no scheduler for pair {pair_name} as {' or '.join(tried)} (looked in "
+                           f"{artifact_dir(pair_name)}), so it runs without adaptive; train one with "
+                           "`treegraft-lab collect` and `treegraft-lab train-scheduler`")
+
+
+def _chosen(dtype: str, prune: str, folder: Path, dtypes: list[str], prunes: list[str], device: str,
+            clock: str) -> str:
+    """One line: the settings chosen for the scheduler, and the defaults they replace."""
+    why = []
+    if dtype != dtypes[0]:
+        why.append(f"not {_dtype_name(dtypes[0], device)}, which has none")
+    if prune != prunes[0]:
+        why.append(f"not prune={prunes[0]}, which has none")
+    dt = _dtype_name(dtype, device) if clock == "wall" else "any dtype"
+    return (f"{dt}, prune={prune}: the settings the adaptive scheduler {folder.name} was trained for"
+            + (f" ({'; '.join(why)})" if why else ""))
