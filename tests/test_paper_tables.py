@@ -43,3 +43,16 @@ def test_bench_card_names_machine_date_and_that_one_repeat_has_no_spread(tmp_pat
     meta["settings"]["repeats"] = 3
     (tmp_path / "results.json").write_text(json.dumps({"meta": meta}))
     assert "3 repeats" in bench_card(tmp_path)
+
+
+def test_the_verdict_names_what_did_not_run_and_prints_no_nan():
+    from treegraft_lab.viz.paper_tables import adaptive_verdict
+
+    ov = pd.DataFrame({"speedup": [2.0, 1.5, 2.2], "prompts": [6, 6, 6], "mid_calls_per_round": [0.0, 0.7, 1.0]},
+                      index=["small", "adaptive", "oracle"])
+    text = adaptive_verdict(ov, "a100-paper")
+    assert "nan" not in text and "does not beat all-small (2.00x)" in text and "all-mid was not run" in text
+    assert "oracle (2.20x) is 47% above" in text and "6 prompts" in text
+    ov.loc["adaptive", ["speedup", "mid_calls_per_round"]] = [2.0, 0.0]
+    assert "it made no mid call" in adaptive_verdict(ov, "a100-paper")
+    assert "did not run" in adaptive_verdict(ov.drop(index="adaptive"), "a100-paper")

@@ -58,3 +58,36 @@ def mark_not_run(ax, long: pd.DataFrame, x: str, hue: str, value: str) -> int:
 def fmt_speedup(v: float) -> str:
     """"1.23x", or "not run" for a method without a number."""
     return NOT_RUN if v is None or v != v else f"{v:.2f}x"
+
+
+def adaptive_verdict(overall: pd.DataFrame, clock: str) -> str:
+    """One sentence from a benchmark's overall rows on `clock` (index: method; columns speedup,
+    prompts, mid_calls_per_round): adaptive against all-small and all-mid, and the oracle beside it.
+    A method that did not run is named as such, never printed as a number."""
+    def speed(m: str) -> float:
+        return float(overall.loc[m, "speedup"]) if m in overall.index else math.nan
+
+    a, o = speed("adaptive"), speed("oracle")
+    if a != a:
+        return f"Adaptive did not run modelled on {clock} (see skipped above), so there is nothing to compare."
+    ran = {name: speed(m) for name, m in (("all-small", "small"), ("all-mid", "mid")) if speed(m) == speed(m)}
+    wins = {name: a > v for name, v in ran.items()}
+    shown = " and ".join(f"{k} ({v:.2f}x)" for k, v in ran.items())
+    if not wins:
+        rel = "has nothing to be compared with"
+    elif all(wins.values()):
+        rel = f"beats {shown}"
+    elif not any(wins.values()):
+        rel = f"does not beat {shown}"
+    else:
+        rel = f"beats {next(k for k, w in wins.items() if w)} but not {next(k for k, w in wins.items() if not w)} ({shown})"
+    rel += "".join(f"; {k} was not run" for k in ("all-small", "all-mid") if k not in ran)
+    if "mid_calls_per_round" in overall and overall.loc["adaptive", "mid_calls_per_round"] == 0:
+        rel += " (it made no mid call: it decoded the all-small trees)"
+    tail = "; this benchmark has no oracle run"
+    if o == o:
+        tail = f"; the oracle ({o:.2f}x) is {abs(o / a - 1):.0%} {'above' if o >= a else 'below'} it"
+        if o < a:  # possible: the oracle maximises each round against the run's rate so far
+            tail += " (the oracle picks each round's best schedule against the run's rate so far, not the whole run's best)"
+    n = int(overall["prompts"].max())
+    return f"Modelled on {clock} ({n} prompt{'s' if n != 1 else ''}), adaptive ({a:.2f}x) {rel}{tail}."
