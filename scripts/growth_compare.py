@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts, record
+from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts, paper, record
 from treegraft_lab.baselines import autoregressive
 from treegraft_lab.config import GROWTHS
 from treegraft_lab.models import cpu_name
@@ -63,8 +63,8 @@ def reference_row(schedule: str) -> dict:
             "rounds": ref["total_verify_forwards"], "prompts": ref["n_questions"], "identical_to_greedy": f"{ref['lossless_count']['hf5']}/{ref['n_questions']}"}
 
 
-PAPER = {"rule": "paper (fixed 10101 for A)", "reselected_calls": 0.6147, "A": 2.17, "pool_after_step1": 112.54,
-         "conventional_pool": 112.54 / 2.38, "pool_ratio": 2.38}
+PAPER = {"rule": "paper (fixed 10101 for A)", "reselected_calls": paper.RESELECTED_SHARE, "A": paper.A["10101"],
+         "pool_after_step1": paper.MEAN_POOL, "conventional_pool": paper.CONVENTIONAL_POOL, "pool_ratio": paper.POOL_RATIO}
 
 
 def markdown(df: pd.DataFrame) -> str:

@@ -14,6 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
+from treegraft_lab import paper
 from treegraft_lab.rounds import release_acceptance
 from treegraft_lab.schedule.signals import SIGNALS
 from treegraft_lab.viz.tree import COLORS
@@ -256,9 +257,9 @@ def importance_plot(imp: pd.DataFrame, release: list[str], clip: float = 1.0) ->
 
 # ---------------------------------------------------------------------------- the paper's definitions
 
-PAPER_A = {"10101": 2.17, "adaptive": 2.30}  # the paper's acceptance length: fixed [1,0,1,0,1], adaptive
-PAPER_STATS = {"reselected share": 0.6147, "mean candidate pool": 112.54, "pool ratio": 2.38,
-               "conventional pool": 112.54 / 2.38}  # the last is derived (112.54 / 2.38), not reported
+PAPER_A = paper.A  # the paper's acceptance length: fixed [1,0,1,0,1], adaptive
+PAPER_STATS = {"reselected share": paper.RESELECTED_SHARE, "mean candidate pool": paper.MEAN_POOL,
+               "pool ratio": paper.POOL_RATIO, "conventional pool": paper.CONVENTIONAL_POOL}
 
 
 def _config(run) -> dict:
