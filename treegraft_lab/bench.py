@@ -446,7 +446,7 @@ def _summarize_clock(records: pd.DataFrame) -> pd.DataFrame:
     for cat in [*sorted(records.category.unique()), "overall"]:
         sub = records if cat == "overall" else records[records.category == cat]
         twins = same_decisions(sub)
-        timed = sub.assign(method=sub.method.map(lambda m: twins.get(m, m)))  # one computation, one pool
+        timed = sub.assign(method=sub.method.replace(twins))  # one computation, one pool
         pp, reps = per_prompt_speedup(timed), repeat_ratios(timed)
         for m in methods:
             lead = twins.get(m, m)
