@@ -338,3 +338,24 @@ def test_the_decisions_digest_reads_the_kept_tree_not_only_tokens_schedule_and_a
     same = ("token_ids", "rounds", "accepted", "mid_calls")
     assert [wide[k] for k in same] == [narrow[k] for k in same]  # the same tokens, rounds and acceptance ...
     assert wide["decisions"] != narrow["decisions"]  # ... from other kept trees
+
+
+def test_the_demo_names_the_adaptive_row_that_made_no_mid_call_and_prints_its_twins_number():
+    from treegraft_lab.commands.demo import _table
+
+    def rec(method, wall, repeat, decisions, mid_calls=0.0):
+        return {**_rec("p1", "copies", method, 60, wall, rounds=20, accepted=40, repeat=repeat),
+                "mid_calls": mid_calls, "decisions": decisions, "clock": "wall"}
+
+    recs = [rec("ar", 2.0, r, "") for r in (0, 1, 2)]
+    recs += [rec("small", w, r, "d") for r, w in enumerate((1.0, 0.8, 1.2))]
+    recs += [rec("adaptive", w, r, "d") for r, w in enumerate((1.1, 0.9, 1.3))]  # the same decisions, timed apart
+    recs += [rec("10101", 1.5, r, "e", mid_calls=60.0) for r in (0, 1, 2)]
+    records = pd.DataFrame(recs)
+    rows = _table(bench.BenchResult(records, bench.summarize(records), {}), "wall", ["copies"])
+    small, adaptive, fixed = (next(r for r in rows if label in r) for label in ("all-small", "adaptive", "10101"))
+    assert "min–max" in rows[0]
+    assert "(same decisions as TreeGraft all-small; no mid call)" in adaptive
+    assert adaptive.split("(")[0].split()[2:] == small.split("(")[0].split()[2:]  # one pool, one number
+    assert "1.60–2.35" in small  # ar's 30 tokens/s against each repeat's pool: 120 tokens in 2.1, 1.7 and 2.5 s
+    assert "(" not in fixed  # it called the mid drafter and decided otherwise
