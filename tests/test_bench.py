@@ -326,6 +326,10 @@ def test_methods_that_decode_identically_are_named_timed_together_and_print_one_
         assert (twin.spread_lo, twin.spread_hi) == (small.spread_lo, small.spread_hi)
         assert twin.generations == small.generations == 2 * 2 * (2 if cat == "overall" else 1)
     assert res.to_json()["same_decisions"] == {"00000": "small"}
+    from treegraft_lab import specbench
+
+    sb = specbench.speedup_table(specbench.records_per_question(res.records)).set_index(["group", "method"])
+    assert (sb.xs("small", level="method").speedup == sb.xs("00000", level="method").speedup).all()
     assert "| 00000 (= small) |" in bench.detail_table(s.reset_index())
 
 
