@@ -319,7 +319,7 @@ def repeat_speedups(tokens: int, round_s: list[list[float]], plain_s: list[float
     return [tokens * p / (sum(r) / len(r)) for r, p in zip(round_s, plain_s)]
 
 
-def same_decisions(keys: dict[str, Any], prefer: tuple[str, ...] = ("all-small", "all-mid")) -> dict[str, str]:
+def twin_settings(keys: dict[str, Any], prefer: tuple[str, ...] = ("all-small", "all-mid")) -> dict[str, str]:
     """Setting -> the setting it decided exactly as (equal keys: schedule, mid calls, accepted, kept
     tree), the `prefer`red names first, then the earliest."""
     order = sorted(keys, key=lambda k: (k not in prefer, prefer.index(k) if k in prefer else 0))
@@ -413,7 +413,6 @@ class SchedulePlayground(W.VBox):
         self.times: dict[str, list[tuple[float, float, float]]] = {}  # setting -> (draft s, verify s, round s) per repeat
         self.plain_s: list[float] = []  # plain decoding: seconds per token, per repeat
         self.twins: dict[str, str] = {}  # setting -> the setting it decided exactly as (timed together)
-        self.warning = ""  # plain decoding measured far off the profile's prediction, in words
         self.replayed: dict[str, Any] | None = None  # the controls as they were at the last replay
         self.modelled_on = ""  # the profile that priced the last replay, in words
         self.eg.layout.width = self.nd.layout.width = "auto"
@@ -583,7 +582,7 @@ class SchedulePlayground(W.VBox):
         finally:
             self.button.disabled = self.pair is None
         self.replayed = snapshot
-        self.twins = same_decisions({k: decision_key(*v) for k, v in self.results.items()})
+        self.twins = twin_settings({k: decision_key(*v) for k, v in self.results.items()})
         why = adaptive_status(self.pair, self.base_config())
         self.progress.value = (f"replayed {len(self.results)} settings, {n} time{'s' if n != 1 else ''} each, "
                                f"interleaved with plain decoding{' after an untimed warm-up' if self.warmup else ''}.") + (
@@ -613,8 +612,10 @@ class SchedulePlayground(W.VBox):
 
     @staticmethod
     def warning_html(df: pd.DataFrame) -> str:
+        """The table's `attrs["warning"]` as a line above it ("" without one)."""
         w = df.attrs.get("warning", "")
-        return f'<div class="tg-plain-warning tg-stale-note">⚠ {html.escape(w)}</div>' if w else ""
+        style = "color: #8a4b00; background: #fff3cd; padding: 2px 8px; border-radius: 4px"
+        return f'<div class="tg-plain-warning" style="{style}">⚠ {html.escape(w)}</div>' if w else ""
 
     def profile(self) -> Any:
         from treegraft_lab import measure
