@@ -27,7 +27,7 @@ def pair():
 @pytest.fixture(scope="module")
 def result(pair):
     methods = ["ar", "hf-pld", "small", "10101", "no-nd", "adaptive", "recycling", "suffix", "rule:match"]
-    return bench.run_bench(pair, PROMPTS, methods, max_new_tokens=8, budget=8, warmup_tokens=4, progress=False)
+    return bench.run_bench(pair, PROMPTS, methods, max_new_tokens=8, budget=8, warmup_tokens=4, progress=False, repeats=1)
 
 
 def test_harness_records_and_summary(result):
@@ -50,7 +50,7 @@ def test_harness_records_and_summary(result):
 
 def test_json_and_tables(result, tmp_path):
     js = result.to_json()
-    assert set(js) == {"overall", "per_category"}
+    assert set(js) == {"overall", "per_category", "spread", "same_decisions"}
     assert set(js["per_category"]) == {"code", "math"}
     assert set(js["overall"]) == {"ar", "hf-pld", "small", "10101", "no-nd", "recycling", "suffix"}
     md = bench.render_markdown(result)
@@ -98,7 +98,8 @@ def test_cli_json_prints_one_object(pair, tmp_path, monkeypatch, capsys):
                    "--budget", "4", "--warmup-tokens", "2", "--out", str(out), "--json"])
     assert rc == 0
     js = json.loads(capsys.readouterr().out)
-    assert set(js) == {"overall", "per_category", "specbench"} and set(js["overall"]) == {"ar", "small"}
+    assert set(js) == {"overall", "per_category", "spread", "same_decisions", "specbench"}
+    assert set(js["overall"]) == {"ar", "small"}
     assert set(js["specbench"]["overall"]) == {"ar", "small"}  # Spec-Bench's ratio of means beside ours
     assert (out / "results.md").is_file() and (out / "summary.parquet").is_file()
     assert cli.main(["bench", "--prompts", str(path), "--methods", "ar,nope"]) == 2
@@ -241,7 +242,7 @@ def test_a_modelled_clock_reruns_the_tree_methods_and_prices_the_hf_ones():
     pair = tiny_pair("llama", scale=4.0)
     prompts = [{"question_id": "q1", "category": "c", "turns": [[5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]]}]
     res = bench.run_bench(pair, prompts, ["ar", "hf-pld", "small", "10101"], max_new_tokens=8, warmup_tokens=2,
-                          progress=False, model_on=["a100-paper"])
+                          progress=False, model_on=["a100-paper"], repeats=1)
     rec = res.records.set_index(["clock", "method"])
     assert set(res.records.clock) == {"wall", "a100-paper"} and len(res.records) == 8
     from treegraft_lab import costs
@@ -283,3 +284,82 @@ def test_interleaved_runs_every_method_on_every_prompt_in_rotated_order():
     assert [c[0] for c in timed[:3]] == ["a", "b", "c"] and [c[0] for c in timed[3:6]] == ["b", "c", "a"]
     assert all(len(out[m][i]) == 2 for m in "abc" for i in (0, 1)) and all(c[2] == 8 for c in timed)
     assert [c[1] for c in timed] == [10] * 6 + [11] * 6
+
+
+# ---------------------------------------------------------------------------------- spread, same decisions
+
+
+def test_each_repeats_ratio_reads_ar_from_the_same_repeat_and_the_spread_is_their_min_and_max():
+    recs = pd.DataFrame([
+        _rec("p1", "a", "ar", 100, 10.0), _rec("p1", "a", "ar", 100, 5.0, repeat=1),     # 10, then 20 tokens/s
+        _rec("p1", "a", "x", 100, 5.0), _rec("p1", "a", "x", 100, 5.0, repeat=1),        # 20, 20: ratios 2.0 and 1.0
+        _rec("p2", "a", "ar", 100, 10.0), _rec("p2", "a", "ar", 100, 10.0, repeat=1),    # 10, 10
+        _rec("p2", "a", "x", 100, 10.0), _rec("p2", "a", "x", 100, 2.5, repeat=1),       # 10, 40: ratios 1.0 and 4.0
+    ])
+    ratios = bench.repeat_ratios(recs).set_index(["method", "repeat"]).ratio
+    assert ratios[("x", 0)] == pytest.approx((2.0 + 1.0) / 2) and ratios[("x", 1)] == pytest.approx((1.0 + 4.0) / 2)
+    assert ratios[("ar", 0)] == pytest.approx(1.0) and ratios[("ar", 1)] == pytest.approx(1.0)
+    x = bench.summarize(recs).set_index(["category", "method"]).loc[("overall", "x")]
+    assert (x.spread_lo, x.spread_hi, x.repeats) == (pytest.approx(1.5), pytest.approx(2.5), 2)
+    assert bench.speedup_cell(x) == f"{x.speedup:.2f}x (1.50–2.50)"
+
+
+def test_one_repeat_prints_no_spread():
+    recs = pd.DataFrame([_rec("p1", "a", "ar", 100, 10.0), _rec("p1", "a", "x", 100, 5.0)])
+    x = bench.summarize(recs).set_index(["category", "method"]).loc[("overall", "x")]
+    assert x.repeats == 1 and bench.speedup_cell(x) == "2.00x"
+
+
+def test_methods_that_decode_identically_are_named_timed_together_and_print_one_number(pair, monkeypatch):
+    # "00000" never calls the mid drafter: the very decisions of all-small; 10101 decides otherwise
+    monkeypatch.setattr(bench, "METHODS", (*bench.METHODS, "00000"))
+    monkeypatch.setitem(bench.TREE_METHODS, "00000", {"schedule": "00000"})
+    res = bench.run_bench(pair, PROMPTS, ["ar", "small", "00000", "10101"], max_new_tokens=8, budget=8, warmup_tokens=4,
+                          progress=False, repeats=2)
+    digests = res.records.groupby("method").decisions.agg(set)
+    assert digests["small"] == digests["00000"] and not digests["small"] & digests["10101"]
+    s = res.summary[res.summary.clock == "wall"].set_index(["category", "method"])
+    for cat in ("code", "math", "overall"):
+        small, twin, other = s.loc[(cat, "small")], s.loc[(cat, "00000")], s.loc[(cat, "10101")]
+        assert twin.same_as == "small" and small.same_as == "" and other.same_as == ""
+        assert twin.speedup == small.speedup and twin.tokens_per_s == small.tokens_per_s  # one pool, one number
+        assert (twin.spread_lo, twin.spread_hi) == (small.spread_lo, small.spread_hi)
+        assert twin.generations == small.generations == 2 * 2 * (2 if cat == "overall" else 1)
+    assert res.to_json()["same_decisions"] == {"00000": "small"}
+    from treegraft_lab import specbench
+
+    sb = specbench.speedup_table(specbench.records_per_question(res.records)).set_index(["group", "method"])
+    assert (sb.xs("small", level="method").speedup == sb.xs("00000", level="method").speedup).all()
+    assert "| 00000 (= small) |" in bench.detail_table(s.reset_index())
+
+
+def test_the_decisions_digest_reads_the_kept_tree_not_only_tokens_schedule_and_acceptance(pair):
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    ids = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
+    wide, narrow = (bench._decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=b)))(ids, 12)
+                    for b in (12, 8))
+    same = ("token_ids", "rounds", "accepted", "mid_calls")
+    assert [wide[k] for k in same] == [narrow[k] for k in same]  # the same tokens, rounds and acceptance ...
+    assert wide["decisions"] != narrow["decisions"]  # ... from other kept trees
+
+
+def test_the_demo_names_the_adaptive_row_that_made_no_mid_call_and_prints_its_twins_number():
+    from treegraft_lab.commands.demo import _table
+
+    def rec(method, wall, repeat, decisions, mid_calls=0.0):
+        return {**_rec("p1", "copies", method, 60, wall, rounds=20, accepted=40, repeat=repeat),
+                "mid_calls": mid_calls, "decisions": decisions, "clock": "wall"}
+
+    recs = [rec("ar", 2.0, r, "") for r in (0, 1, 2)]
+    recs += [rec("small", w, r, "d") for r, w in enumerate((1.0, 0.8, 1.2))]
+    recs += [rec("adaptive", w, r, "d") for r, w in enumerate((1.1, 0.9, 1.3))]  # the same decisions, timed apart
+    recs += [rec("10101", 1.5, r, "e", mid_calls=60.0) for r in (0, 1, 2)]
+    records = pd.DataFrame(recs)
+    rows = _table(bench.BenchResult(records, bench.summarize(records), {}), "wall", ["copies"])
+    small, adaptive, fixed = (next(r for r in rows if label in r) for label in ("all-small", "adaptive", "10101"))
+    assert "min–max" in rows[0]
+    assert "(same decisions as TreeGraft all-small; no mid call)" in adaptive
+    assert adaptive.split("(")[0].split()[2:] == small.split("(")[0].split()[2:]  # one pool, one number
+    assert "1.60–2.35" in small  # ar's 30 tokens/s against each repeat's pool: 120 tokens in 2.1, 1.7 and 2.5 s
+    assert "(" not in fixed  # it called the mid drafter and decided otherwise

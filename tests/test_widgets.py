@@ -364,3 +364,64 @@ def test_playground_picks_the_pruning_its_scheduler_was_trained_for_and_says_so(
     assert pg.prune.value == "value" and "adaptive" in pg.settings()
     assert "pruning set to value: float32, prune=value: the settings the adaptive scheduler cpu-float32-value" in pg.adaptive.value
     assert SchedulePlayground(pair, run, round=1, prune="topk").prune.value == "topk"  # a rule given is kept
+
+
+def test_a_replays_speedup_in_each_repeat_reads_plain_decoding_from_the_same_repeat():
+    from treegraft_lab.widgets import repeat_speedups
+
+    # 3 tokens a round; plain decoding 0.1, 0.2, 0.1 s a token; the round 0.15 s, then two settings timed together
+    ups = repeat_speedups(3, [[0.15], [0.3, 0.3], [0.1, 0.2]], [0.1, 0.2, 0.1])
+    assert ups == pytest.approx([2.0, 2.0, 2.0])
+    assert repeat_speedups(3, [[0.3], [0.3]], [0.1, 0.2]) == pytest.approx([1.0, 2.0])  # not the pooled 1.5 twice
+
+
+def test_the_playground_warms_up_untimed_then_interleaves_every_setting_with_plain_decoding(tiny, monkeypatch):
+    from treegraft_lab import baselines, decoder
+
+    pair, run, _ = tiny
+    calls: list[str] = []
+    real_replay, real_plain = decoder.replay_round, baselines.plain_token_s
+    monkeypatch.setattr(decoder, "replay_round", lambda p, c, cfg, **kw: (calls.append(cfg.schedule_name), real_replay(p, c, cfg, **kw))[1])
+    monkeypatch.setattr(baselines, "plain_token_s", lambda p, c: (calls.append("plain"), real_plain(p, c))[1])
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", repeats=2)
+    pg.replay()
+    jobs = len(pg.settings()) + 1
+    assert len(calls) == 3 * jobs  # one untimed pass, then two timed ones
+    assert all(len(t) == 2 for t in pg.times.values()) and len(pg.plain_s) == 2
+    passes = [calls[i * jobs:(i + 1) * jobs] for i in range(3)]
+    assert all(sorted(p) == sorted(passes[0]) for p in passes)  # every pass runs every setting and plain decoding once
+    assert passes[1][0] != passes[2][0]  # in an order rotated from repeat to repeat
+    assert "after an untimed warm-up" in pg.progress.value
+    calls.clear()
+    SchedulePlayground(pair, run, round=1, clock="a100-paper", repeats=2, warmup=False).replay()
+    assert len(calls) == 2 * jobs
+
+
+def test_the_playground_names_settings_that_decide_identically_and_times_them_together(tiny):
+    pair, run, _ = tiny
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", repeats=2)
+    for t in pg.toggles:
+        t.value = False  # yours: 00000, the decisions of all-small
+    df = pg.replay().set_index("setting")
+    yours = next(k for k in pg.results if k.startswith("yours"))
+    assert pg.twins == {yours: "all-small"}
+    assert df.loc[yours, "same decisions as"] == "all-small" and df.loc["all-mid", "same decisions as"] == ""
+    cols = ["draft (ms)", "verify (ms)", "eta (tokens/s)", "eta low", "eta high", "speedup", "speedup low", "speedup high"]
+    assert df.loc[yours, cols].tolist() == df.loc["all-small", cols].tolist()  # one pool, one number
+    assert df.loc["plain decoding", "speedup"] == 1.0 and df.loc["all-mid", "speedup low"] <= df.loc["all-mid", "speedup"]
+    assert "same decisions as" in pg.table.value and "min–max of per-repeat speedups" in pg.table.value
+
+
+def test_the_playground_warns_when_plain_decoding_is_far_from_what_the_device_profile_predicts(tiny, monkeypatch):
+    from treegraft_lab import baselines, measure
+
+    pair, run, _ = tiny
+    expected = measure.resolve("wall", pair).target_ms(1) / 1000
+    for factor, warned in ((1.5, False), (3.0, True), (1 / 3, True)):
+        monkeypatch.setattr(baselines, "plain_token_s", lambda p, c, f=factor: f * expected)
+        pg = SchedulePlayground(pair, run, round=1, clock="wall", repeats=1, warmup=False)
+        df = pg.replay()
+        assert bool(df.attrs["warning"]) == warned and ("tg-plain-warning" in pg.table.value) == warned
+    assert "profile predicts" in df.attrs["warning"]
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", repeats=1, warmup=False)
+    assert pg.replay().attrs["warning"] == ""  # an A100's prediction says nothing about this machine

@@ -12,14 +12,18 @@ ablations `no-eg` / `no-nd` (fixed 10101 schedule). The tree methods' small draf
 `small` entry of `growth` (default: the n-gram drafter).
 
 Protocol: one warm-up generation per method on the first prompt (not timed); then for every
-prompt and repeat, every method runs once, in an order rotated from prompt to prompt so that
-drift (thermal, other load) hits all alike. Every output is compared with `ar`'s for the same
-prompt (greedy: it must be identical; in bf16 the match rate is reported).
+prompt and repeat (default 3), every method runs once, in an order rotated from prompt to prompt
+and repeat to repeat so that drift (thermal, other load) hits all alike. Every output is compared
+with `ar`'s for the same prompt (greedy: it must be identical; in bf16 the match rate is reported).
+Every tree method's generation also leaves a digest of its decisions (tokens, and each round's
+schedule, mid calls, accepted count and kept tree): methods whose digests agree everywhere decoded
+identically, are timed as one pool and print one number ("= all-small").
 
 Definitions, used everywhere in the tables:
 - tokens/s: new tokens / wall time of `generate` (prefill included), summed over prompts.
 - speedup: the mean over prompts of (method tokens/s) / (ar tokens/s) on that prompt (this
-  project's definition); repeats of one prompt are pooled first. A ratio of means per task group
+  project's definition); repeats of one prompt are pooled first. Its spread: the min–max over
+  repeats of the same mean taken within one repeat (method and ar from the same repeat). A ratio of means per task group
   (Spec-Bench's averaging) is `treegraft_lab.specbench.speedup_table`; Spec-Bench's own figure, the
   baseline recounted from its answer text, needs answer files (`bench --answers`).
 - A: accepted draft tokens per round, bonus token EXCLUDED; A+1: tokens per round, bonus included.
@@ -88,8 +92,10 @@ class BenchResult:
     skipped: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        """{"overall": {method: speedup}, "per_category": {category: {method: speedup}}} on the wall
-        clock, plus {"modelled": {profile: {"overall": ..., "per_category": ...}}} for modelled clocks."""
+        """{"overall": {method: speedup}, "per_category": {category: {method: speedup}}, "spread":
+        {method: [min, max] of the overall per-repeat ratios}, "same_decisions": {method: the method
+        it decoded identically to}} on the wall clock, plus {"modelled": {profile: {...}}} for
+        modelled clocks."""
         out = _speedup_json(self.summary[self.summary.clock == "wall"])
         clocks = [c for c in dict.fromkeys(self.summary.clock) if c != "wall"]
         if clocks:
@@ -99,7 +105,10 @@ class BenchResult:
 
 def _speedup_json(s: pd.DataFrame) -> dict:
     per = {c: _speedups(g) for c, g in s[s.category != "overall"].groupby("category", sort=True)}
-    return {"overall": _speedups(s[s.category == "overall"]), "per_category": per}
+    overall = s[s.category == "overall"]
+    spread = {r.method: [round(float(r.spread_lo), 4), round(float(r.spread_hi), 4)] for r in overall.itertuples()}
+    same = {r.method: r.same_as for r in overall.itertuples() if r.same_as}
+    return {"overall": _speedups(overall), "per_category": per, "spread": spread, "same_decisions": same}
 
 
 def _speedups(rows: pd.DataFrame) -> dict[str, float]:
@@ -171,12 +180,31 @@ def price_hf(profile, out: dict) -> float:
     return ms + out.get("lookups", 0) * profile.small_ms
 
 
+def _note_round(keys: list, ev) -> None:
+    """A "round.accept" hook: append a committed round's decisions (schedule, mid calls, accepted,
+    and the kept tree as (token, parent) per kept node)."""
+    if ev.data.get("committed", True):
+        info, t = ev.data["info"], ev.tree
+        keys.append((info.schedule, info.mid_calls, info.accepted, tuple((t.tokens[v], t.parent[v]) for v in ev.data["kept"])))
+
+
+def decisions_digest(token_ids: list[int], rounds: list) -> str:
+    """A short digest of a generation's decisions: its tokens and every round's schedule, mid calls,
+    accepted count and kept tree. Equal digests: the same computation."""
+    import hashlib
+
+    return hashlib.blake2b(repr((list(token_ids), rounds)).encode(), digest_size=8).hexdigest()
+
+
 def _decoder_runner(dec) -> Runner:
     def run(ids: list[int], max_new_tokens: int) -> dict:
-        gen = dec.generate(ids, max_new_tokens=max_new_tokens)
+        keys: list = []
+        with dec.hooks({"round.accept": lambda ev: _note_round(keys, ev)}):
+            gen = dec.generate(ids, max_new_tokens=max_new_tokens)
         s = gen.stats
         rounds = s["rounds"]
         return {"token_ids": gen.token_ids, "wall_s": s["wall_s"], "rounds": rounds,
+                "decisions": decisions_digest(gen.token_ids, keys),
                 "accepted": round(s["accepted_per_round"] * rounds), "mid_calls": round(s["mid_calls_per_round"] * rounds),
                 "draft_s": s["draft_s"], "verify_s": s["verify_s"], "forward_s": s["forward_s"],
                 "overhead_s": s["overhead_s"], "prefill_s": s["prefill_s"], "modelled_ms": s["modelled_ms"]}
@@ -238,7 +266,7 @@ def interleaved(runners: dict[str, Runner], prompts: list[list[int]], repeats: i
 
 
 def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = DEFAULT_METHODS, max_new_tokens: int = 128,
-              repeats: int = 1, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
+              repeats: int = 3, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
               settings: dict | None = None, prune: str = "topk", model_on: list[str] | tuple[str, ...] = (),
               prune_modelled: str | None = None, model_only: bool = False, growth: dict | None = None,
               warmup_prompt: str | None = None, model_repeats: int | None = None) -> BenchResult:
@@ -340,7 +368,7 @@ def _record(q: dict, ids: list[int], method: str, repeat: int, out: dict, ref: l
             "tokens_per_s": len(toks) / out["wall_s"] if out["wall_s"] > 0 else nan,
             **{k: out.get(k, nan) for k in ("rounds", "accepted", "mid_calls", "draft_s", "verify_s", "forward_s",
                                             "overhead_s", "prefill_s")},
-            "match": div is None, "diverge_at": -1 if div is None else div}
+            "match": div is None, "diverge_at": -1 if div is None else div, "decisions": out.get("decisions", "")}
 
 
 # ---------------------------------------------------------------------------------- summary
@@ -353,6 +381,38 @@ def per_prompt_speedup(records: pd.DataFrame) -> pd.DataFrame:
     ar = g[g.method == "ar"].set_index("question_id").tokens_per_s
     g["speedup"] = g.tokens_per_s / g.question_id.map(ar)
     return g
+
+
+def repeat_ratios(records: pd.DataFrame) -> pd.DataFrame:
+    """One row per (method, repeat): the mean over prompts of (method tokens/s) / (ar tokens/s) on
+    that prompt in the SAME repeat. Their min and max are the spread printed beside a speedup."""
+    rec = records if "repeat" in records.columns else records.assign(repeat=0)
+    g = rec.groupby(["question_id", "method", "repeat"], sort=False)[["new_tokens", "wall_s"]].sum().reset_index()
+    g["tokens_per_s"] = g.new_tokens / g.wall_s
+    ar = g[g.method == "ar"][["question_id", "repeat", "tokens_per_s"]].rename(columns={"tokens_per_s": "ar"})
+    g = g.merge(ar, on=["question_id", "repeat"], how="left")
+    g["ratio"] = g.tokens_per_s / g.ar
+    return g.groupby(["method", "repeat"], sort=False).ratio.mean().reset_index()
+
+
+def same_decisions(records: pd.DataFrame) -> dict[str, str]:
+    """Method -> the earlier method (in the records' order) that decoded identically: the same
+    tokens and the same decisions (schedule, mid calls, accepted, kept tree) every round, on every
+    prompt and repeat (`decisions_digest`). Methods without a digest (the HF ones) have no twin."""
+    if "decisions" not in records.columns:
+        return {}
+    rec = records[records.decisions.fillna("").astype(str) != ""]
+    rep = rec.repeat if "repeat" in rec.columns else 0
+    rec = rec.assign(repeat=rep)
+    twins: dict[str, str] = {}
+    first: dict[tuple, str] = {}
+    for m, g in rec.groupby("method", sort=False):
+        key = tuple(sorted(zip(g.question_id, g.repeat, g.decisions)))
+        if key in first:
+            twins[m] = first[key]
+        else:
+            first[key] = m
+    return twins
 
 
 def _summary_row(rec: pd.DataFrame, pp: pd.DataFrame) -> dict:
@@ -370,7 +430,10 @@ def _summary_row(rec: pd.DataFrame, pp: pd.DataFrame) -> dict:
 
 def summarize(records: pd.DataFrame) -> pd.DataFrame:
     """Rows per (clock, category, method) plus category "overall" (all prompts pooled); on a
-    modelled clock wall_s holds the modelled time."""
+    modelled clock wall_s holds the modelled time. spread_lo / spread_hi: min and max of the
+    per-repeat ratios (`repeat_ratios`) over `repeats` repeats. Methods that decoded identically
+    within a category (`same_decisions`) are timed together there: their generations are pooled
+    under the first of them, every number is that pool's, and `same_as` names it."""
     if "clock" not in records.columns:
         records = records.assign(clock="wall")
     return pd.concat([_summarize_clock(records[records.clock == c]).assign(clock=c)
@@ -378,14 +441,19 @@ def summarize(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def _summarize_clock(records: pd.DataFrame) -> pd.DataFrame:
-    pp = per_prompt_speedup(records)
     rows = []
     methods = list(dict.fromkeys(records.method))
     for cat in [*sorted(records.category.unique()), "overall"]:
+        sub = records if cat == "overall" else records[records.category == cat]
+        twins = same_decisions(sub)
+        timed = sub.assign(method=sub.method.replace(twins))  # one computation, one pool
+        pp, reps = per_prompt_speedup(timed), repeat_ratios(timed)
         for m in methods:
-            sel = (records.method == m) & ((records.category == cat) | (cat == "overall"))
-            psel = (pp.method == m) & ((pp.category == cat) | (cat == "overall"))
-            rows.append({"category": cat, "method": m, **_summary_row(records[sel], pp[psel])})
+            lead = twins.get(m, m)
+            ratios = reps[reps.method == lead].ratio.dropna()
+            rows.append({"category": cat, "method": m, **_summary_row(timed[timed.method == lead], pp[pp.method == lead]),
+                         "spread_lo": ratios.min(), "spread_hi": ratios.max(), "repeats": len(ratios),
+                         "same_as": twins.get(m, "")})
     return pd.DataFrame(rows)
 
 
@@ -434,6 +502,19 @@ def _cell(s: pd.DataFrame, cat: str, m: str) -> pd.Series | None:
     return None if hit.empty else hit.iloc[0]
 
 
+SPREAD_WORDS = "in brackets: min–max of the per-repeat ratios"
+
+
+def speedup_cell(r, names: dict[str, str] | None = None) -> str:
+    """"1.31x (1.24–1.38)": the speedup and, over 2+ repeats, the min–max of its per-repeat ratios;
+    "= <method>" when it decoded identically to an earlier method (one computation, one number)."""
+    cell = _fmt(r.speedup, ".2f", "x")
+    if getattr(r, "repeats", 1) > 1 and not math.isnan(r.spread_lo):
+        cell += f" ({r.spread_lo:.2f}–{r.spread_hi:.2f})"
+    same = getattr(r, "same_as", "")
+    return cell + (f" = {(names or {}).get(same, same)}" if isinstance(same, str) and same else "")
+
+
 def main_table(summary: pd.DataFrame) -> str:
     """Paper's main-table layout: speedup over ar per category; All Small / All Mid / TreeGraft, then peers."""
     cats = [*sorted(c for c in summary.category.unique() if c != "overall"), "overall"]
@@ -441,8 +522,8 @@ def main_table(summary: pd.DataFrame) -> str:
     rows = []
     for c in cats:
         ar = _cell(summary, c, "ar")
-        rows.append([c, _fmt(ar.tokens_per_s, ".1f")] + [_fmt(_cell(summary, c, m).speedup, ".2f", "x") for m in cols])
-    return _table(["Category", "AR tokens/s", *(MAIN_COLUMNS[m] for m in cols)], rows)
+        rows.append([c, _fmt(ar.tokens_per_s, ".1f")] + [speedup_cell(_cell(summary, c, m), MAIN_COLUMNS) for m in cols])
+    return _table([f"Category (speedup over ar; {SPREAD_WORDS})", "AR tokens/s", *(MAIN_COLUMNS[m] for m in cols)], rows)
 
 
 def ablation_table(summary: pd.DataFrame) -> str:
@@ -453,20 +534,22 @@ def ablation_table(summary: pd.DataFrame) -> str:
         if m not in set(summary.method):
             continue
         cells = [_cell(summary, c, m) for c in cats]
-        rows.append([label] + [f"{_fmt(r.speedup, '.2f', 'x')} / {_fmt(r.accepted_per_round)}" for r in cells])
-    return _table(["Method (speedup / A)", *cats], rows)
+        rows.append([label] + [f"{speedup_cell(r, MAIN_COLUMNS)} / {_fmt(r.accepted_per_round)}" for r in cells])
+    return _table([f"Method (speedup / A; {SPREAD_WORDS})", *cats], rows)
 
 
 def detail_table(summary: pd.DataFrame, category: str = "overall") -> str:
     """Every method on one category: throughput, acceptance (with and without bonus), round split."""
     s = summary[summary.category == category]
-    rows = [[r.method, _fmt(r.tokens_per_s, ".1f"), _fmt(r.speedup, ".2f", "x"),
+    rows = [[r.method + (f" (= {r.same_as})" if isinstance(getattr(r, "same_as", ""), str) and r.same_as else ""),
+             _fmt(r.tokens_per_s, ".1f"), _fmt(r.speedup, ".2f", "x"),
+             f"{_fmt(r.spread_lo, '.2f')}–{_fmt(r.spread_hi, '.2f')}" if getattr(r, "repeats", 1) > 1 else "–",
              f"{_fmt(r.speedup_min, '.2f')}–{_fmt(r.speedup_max, '.2f')}", _fmt(r.accepted_per_round),
              _fmt(r.tokens_per_round), _fmt(r.mid_calls_per_round), _fmt(r.ms_per_round, ".1f"),
              _fmt(100 * r.draft_share, ".0f", "%"), _fmt(100 * r.verify_share, ".0f", "%"),
              _fmt(100 * r.overhead_share, ".0f", "%"), _fmt(100 * r.match_rate, ".0f", "%")] for r in s.itertuples()]
-    return _table(["Method", "tokens/s", "speedup", "range", "A", "A+1", "mid calls/round", "ms/round",
-                   "draft", "verify", "overhead", "match ar"], rows)
+    return _table(["Method", "tokens/s", "speedup", "min–max per repeat", "range over prompts", "A", "A+1",
+                   "mid calls/round", "ms/round", "draft", "verify", "overhead", "match ar"], rows)
 
 
 def render_markdown(result: BenchResult) -> str:
@@ -483,6 +566,10 @@ def render_markdown(result: BenchResult) -> str:
            "Settings: " + ", ".join(f"{k}={v}" for k, v in st.items()) + f"; resolved budgets {m.get('budgets')}.", "",
            "Speedup = mean over prompts of (tokens/s) / (ar tokens/s) on the same prompt; ar = the target's plain "
            "greedy HF `generate`. A = accepted draft tokens per round, bonus EXCLUDED (A+1 includes it).", "",
+           "Spread: every repeat runs all methods on a prompt back to back (order rotated); a repeat's ratio is the mean "
+           "over prompts of a method's tokens/s over ar's in that same repeat, and the min–max of those ratios is printed "
+           "beside each speedup. \"= X\": the method decoded exactly as X (the same tokens, schedule, mid calls and kept "
+           "tree every round, on every prompt): one computation, timed as one pool, one number.", "",
            *_clock_sections(result, "wall")]
     for c in (c for c in dict.fromkeys(result.summary.clock) if c != "wall"):
         prof = m.get("profiles", {}).get(c, {})

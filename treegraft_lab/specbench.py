@@ -291,9 +291,20 @@ def per_question(answers: dict[str, list[dict]], tokenizer=None) -> pd.DataFrame
 
 
 def records_per_question(records: pd.DataFrame) -> pd.DataFrame:
-    """`per_question` from `bench` records (wall clock; repeats pooled; no accept lengths)."""
+    """`per_question` from `bench` records (wall clock; repeats pooled; no accept lengths). Methods
+    that decoded a question identically (`bench.same_decisions`) are timed together there: each
+    gets the pool's mean, so one computation prints one number."""
+    from treegraft_lab.bench import same_decisions
+
     r = records[records["clock"] == "wall"] if "clock" in records else records
     g = r.groupby(["method", "question_id", "category"], sort=False)[["new_tokens", "wall_s"]].sum().reset_index()
+    for q, rq in r.groupby("question_id", sort=False):
+        pools: dict[str, list[str]] = {}
+        for m, lead in same_decisions(rq).items():
+            pools.setdefault(lead, [lead]).append(m)
+        for members in pools.values():
+            sel = (g["question_id"] == q) & g["method"].isin(members)
+            g.loc[sel, ["new_tokens", "wall_s"]] = g.loc[sel, ["new_tokens", "wall_s"]].mean().to_numpy()
     g["group"] = g["category"].map(group_of)
     g["tokens_per_s"] = g["new_tokens"] / g["wall_s"]
     return g.assign(accept_sum=math.nan, accept_n=0, specbench_tokens=math.nan)

@@ -312,6 +312,32 @@ def _median(xs: list[float]) -> float:
     return math.nan if not n else xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
+def repeat_speedups(tokens: int, round_s: list[list[float]], plain_s: list[float]) -> list[float]:
+    """A replayed round's speedup over plain decoding in each repeat: (tokens / round time) over
+    (1 / plain seconds per token), both from the same repeat. `round_s[i]`: repeat i's round
+    times, one per setting timed together (their mean is the repeat's round time)."""
+    return [tokens * p / (sum(r) / len(r)) for r, p in zip(round_s, plain_s)]
+
+
+def twin_settings(keys: dict[str, Any], prefer: tuple[str, ...] = ("all-small", "all-mid")) -> dict[str, str]:
+    """Setting -> the setting it decided exactly as (equal keys: schedule, mid calls, accepted, kept
+    tree), the `prefer`red names first, then the earliest."""
+    order = sorted(keys, key=lambda k: (k not in prefer, prefer.index(k) if k in prefer else 0))
+    first: dict[Any, str] = {}
+    return {k: first[keys[k]] for k in order if first.setdefault(keys[k], k) != k}
+
+
+def decision_key(info, rrun) -> tuple:
+    """A replayed round's decisions: schedule, mid calls, accepted count and its kept tree
+    (token and parent of every kept node)."""
+    t = rrun.tree_at(0)
+    kept = t[t["kept"]].sort_values("node") if "kept" in t.columns else t.iloc[:0]
+    return (info.schedule, info.mid_calls, info.accepted, tuple(zip(kept["token"].tolist(), kept["parent"].tolist())))
+
+
+PLAIN_OFF = 2.0  # warn when plain decoding measures this many times off what this device's profile predicts
+
+
 COLUMN_WORDS = {  # recorded column names -> headers in words (units in brackets)
     "round": "round", "step": "step", "schedule": "schedule (1 = mid step)", "accepted": "accepted draft tokens A",
     "A": "accepted draft tokens A", "mid_calls": "mid calls", "nodes": "nodes drafted", "kept": "nodes kept",
@@ -348,8 +374,9 @@ class SchedulePlayground(W.VBox):
     """
 
     def __init__(self, pair, run, round: int = 0, run_id: int = 0, clock: str | None = None,
-                 prune: str | None = None, repeats: int = 3) -> None:
+                 prune: str | None = None, repeats: int = 3, warmup: bool = True) -> None:
         self.pair, self.run, self.run_id = pair, run, run_id
+        self.warmup = warmup  # one untimed replay of every setting (and plain decoding) before the timed ones
         row = _row(run.runs, run=run_id)
         self.cfg = json.loads(row["config"]) if row is not None else {}
         self.prompt_len = len(row["prompt_ids"])
@@ -385,6 +412,7 @@ class SchedulePlayground(W.VBox):
         self.results: dict[str, tuple[Any, Any]] = {}
         self.times: dict[str, list[tuple[float, float, float]]] = {}  # setting -> (draft s, verify s, round s) per repeat
         self.plain_s: list[float] = []  # plain decoding: seconds per token, per repeat
+        self.twins: dict[str, str] = {}  # setting -> the setting it decided exactly as (timed together)
         self.replayed: dict[str, Any] | None = None  # the controls as they were at the last replay
         self.modelled_on = ""  # the profile that priced the last replay, in words
         self.eg.layout.width = self.nd.layout.width = "auto"
@@ -568,40 +596,70 @@ class SchedulePlayground(W.VBox):
 
     def replay(self) -> pd.DataFrame:
         """Replay the round under every setting `repeats` times, and time plain decoding from the
-        same context as often; return (and show) the comparison table."""
+        same context as often, all interleaved (each repeat runs every setting and plain decoding,
+        in an order rotated from repeat to repeat), after one untimed warm-up pass (`warmup`);
+        return (and show) the comparison table."""
         from treegraft_lab import measure
         from treegraft_lab.baselines import plain_token_s
         from treegraft_lab.decoder import replay_round
 
         self.button.disabled = True
-        self.results, self.times = {}, {}
+        self.results, self.times, self.plain_s = {}, {}, []
         snapshot, n = self.controls(), int(self.repeats.value)
         try:
             profile = measure.resolve(self.clock.value, self.pair)  # once per replay: the decoders only read it
-            for name, cfg in self.settings().items():
-                for i in range(n):
-                    self.progress.value = f"replaying: {html.escape(name)} ({i + 1}/{n}) ..."
-                    info, rrun = replay_round(self.pair, self.context, replace(cfg, clock=profile),
-                                              prompt_len=self.prompt_len)
-                    self.results.setdefault(name, (info, rrun))  # the tree: every repeat draws the same one
-                    self.times.setdefault(name, []).append((info.draft_s, info.verify_s, info.round_s))
-            self.progress.value = "timing plain decoding ..."
-            self.plain_s = [plain_token_s(self.pair, self.context) for _ in range(n)]
+            settings = {name: replace(cfg, clock=profile) for name, cfg in self.settings().items()}
+            jobs = [*settings, None]  # None: plain decoding
+            for i in range(-1 if self.warmup else 0, n):
+                for name in jobs[i % len(jobs):] + jobs[:i % len(jobs)]:
+                    what = "warm-up (untimed)" if i < 0 else f"{i + 1}/{n}"
+                    self.progress.value = f"replaying: {html.escape(name or 'plain decoding')} ({what}) ..."
+                    if name is None:
+                        t = plain_token_s(self.pair, self.context)
+                        if i >= 0:
+                            self.plain_s.append(t)
+                        continue
+                    info, rrun = replay_round(self.pair, self.context, settings[name], prompt_len=self.prompt_len)
+                    if i >= 0:
+                        self.results.setdefault(name, (info, rrun))  # the tree: every repeat draws the same one
+                        self.times.setdefault(name, []).append((info.draft_s, info.verify_s, info.round_s))
         finally:
             self.button.disabled = self.pair is None
         self.replayed = snapshot
+        self.twins = twin_settings({k: decision_key(*v) for k, v in self.results.items()})
         why = adaptive_status(self.pair, self.base_config())
-        self.progress.value = f"replayed {len(self.results)} settings, {n} time{'s' if n != 1 else ''} each." + (
+        self.progress.value = (f"replayed {len(self.results)} settings, {n} time{'s' if n != 1 else ''} each, "
+                               f"interleaved with plain decoding{' after an untimed warm-up' if self.warmup else ''}.") + (
             f' <span title="{html.escape(why)}">Adaptive not shown: see the note beside the profile.</span>'
             if why else "")
         self.show.options = list(self.results)
         self.show.value = next(iter(self.results))
         self._draw()  # the tree first: when the table changes, the tree below it is already the new one
         df = self.table_frame()
-        self.table.value = self.styled_table(df).to_html()
+        self.table.value = self.warning_html(df) + self.styled_table(df).to_html()
         self.export.value = self.export_links(df)
         self._check_stale()
         return df
+
+    def plain_warning(self) -> str:
+        """Words when plain decoding measured more than PLAIN_OFF times off what this device's
+        profile predicts (only when the replay decided on this device's profile), else ""."""
+        if not self.plain_s or not self.replayed or self.replayed["clock"] != "wall":
+            return ""
+        measured, predicted = 1 / _median(self.plain_s), 1000 / self.profile().target_ms(1)
+        if max(measured / predicted, predicted / measured) <= PLAIN_OFF:
+            return ""
+        return (f"plain decoding measured {measured:.1f} tokens/s here, but this device's profile predicts "
+                f"{predicted:.1f}: the machine is busier (or otherwise set up) than when it was profiled, so the "
+                "measured columns are not this device's usual speed. Replay again, or re-measure the profile "
+                "(treegraft-lab profile --refresh).")
+
+    @staticmethod
+    def warning_html(df: pd.DataFrame) -> str:
+        """The table's `attrs["warning"]` as a line above it ("" without one)."""
+        w = df.attrs.get("warning", "")
+        style = "color: #8a4b00; background: #fff3cd; padding: 2px 8px; border-radius: 4px"
+        return f'<div class="tg-plain-warning" style="{style}">⚠ {html.escape(w)}</div>' if w else ""
 
     def profile(self) -> Any:
         from treegraft_lab import measure
@@ -624,22 +682,33 @@ class SchedulePlayground(W.VBox):
                          "mid calls": rec["mid_calls"], "nodes": rec["nodes"], "kept": rec["kept"],
                          "draft (ms)": rec["draft_ms"], "verify (ms)": rec["verify_ms"], "eta": [rec["eta"]],
                          "modelled round (ms)": rec["modelled_ms"] if same else math.nan})
+        if rows:
+            rows[0]["speedup"] = [math.nan]
         if self.plain_s and prof is not None:
-            rows.append(baseline_row("plain decoding", self.plain_s, prof.target_ms(1)))
+            rows.append({**baseline_row("plain decoding", self.plain_s, prof.target_ms(1)), "speedup": [1.0]})
         for name, (info, _run) in self.results.items():
-            t = self.times.get(name, [(info.draft_s, info.verify_s, info.round_s)])
+            group = [k for k in self.results if self.twins.get(k, k) == self.twins.get(name, name)]  # timed together
+            t = [x for k in group for x in self.times.get(k, [(info.draft_s, info.verify_s, info.round_s)])]
+            per_repeat = [[r for k in group for *_, r in self.times.get(k, [])[i:i + 1]] for i in range(len(self.plain_s))]
             rows.append({"setting": name, "schedule": info.schedule, "A": info.accepted, "mid calls": info.mid_calls,
                          "nodes": info.nodes, "kept": info.kept, "draft (ms)": 1000 * _median([d for d, _, _ in t]),
                          "verify (ms)": 1000 * _median([v for _, v, _ in t]),
-                         "eta": [(info.accepted + 1) / r for *_, r in t], "modelled round (ms)": info.modelled_ms})
+                         "eta": [(info.accepted + 1) / r for *_, r in t], "modelled round (ms)": info.modelled_ms,
+                         "speedup": repeat_speedups(info.accepted + 1, per_repeat, self.plain_s) or [math.nan],
+                         "same decisions as": self.twins.get(name, "")})
         df = pd.DataFrame(rows)
         if len(df):
-            etas = df.pop("eta")
+            etas, ups = df.pop("eta"), df.pop("speedup")
             df.insert(8, "eta (tokens/s)", [_median(e) for e in etas])
             df.insert(9, "eta low", [min(e) for e in etas])
             df.insert(10, "eta high", [max(e) for e in etas])
+            df.insert(11, "speedup", [_median(u) for u in ups])
+            df.insert(12, "speedup low", [min(u) for u in ups])
+            df.insert(13, "speedup high", [max(u) for u in ups])
             ms = df["modelled round (ms)"].astype(float)
             df["modelled tokens/s"] = (1000 * (df["A"] + 1) / ms).where(ms > 0)
+            df["same decisions as"] = df.get("same decisions as", pd.Series([""] * len(df))).fillna("")
+        df.attrs["warning"] = self.plain_warning()
         df.attrs["modelled_on"] = self.modelled_on
         df.attrs["repeats"] = int(self.replayed["repeats"]) if self.replayed else int(self.repeats.value)
         return df
@@ -650,14 +719,19 @@ class SchedulePlayground(W.VBox):
         df = self.table_frame() if df is None else df
         on = df.attrs.get("modelled_on") or self.modelled_on or "the profile"
         n = df.attrs.get("repeats", 1)
-        wide = df.drop(columns=["eta low", "eta high"]).copy()
+        wide = df.drop(columns=["eta low", "eta high", "speedup low", "speedup high"], errors="ignore").copy()
         spread = [f"{lo:.1f}–{hi:.1f}" if hi > lo else "—" for lo, hi in zip(df["eta low"], df["eta high"])]
         wide.insert(list(wide.columns).index("eta (tokens/s)") + 1, "eta range", spread)
-        measured = f"measured here: median of {n} replay{'s' if n != 1 else ''}"
+        if "speedup" in df.columns:
+            ups = [f"{lo:.2f}–{hi:.2f}" if hi > lo else "—" for lo, hi in zip(df["speedup low"], df["speedup high"])]
+            wide.insert(list(wide.columns).index("speedup") + 1, "speedup range", ups)
+        measured = f"measured here: median of {n} replay{'s' if n != 1 else ''}, interleaved"
         names = {"schedule": "schedule (1 = mid)", "A": "accepted draft tokens A", "nodes": "nodes drafted",
                  "kept": "nodes kept", "eta (tokens/s)": "tokens/s (eta)", "eta range": "range",
-                 "modelled round (ms)": "round (ms)", "modelled tokens/s": "tokens/s"}
-        top = {c: measured for c in ("draft (ms)", "verify (ms)", "eta (tokens/s)", "eta range")}
+                 "speedup": "speedup over plain decoding", "speedup range": "min–max of per-repeat speedups",
+                 "modelled round (ms)": "round (ms)", "modelled tokens/s": "tokens/s",
+                 "same decisions as": "same decisions as (timed together)"}
+        top = {c: measured for c in ("draft (ms)", "verify (ms)", "eta (tokens/s)", "eta range", "speedup", "speedup range")}
         top |= {c: "modelled on the profile" for c in ("modelled round (ms)", "modelled tokens/s")}
         wide.columns = pd.MultiIndex.from_tuples([(top.get(c, ""), names.get(c, c)) for c in wide.columns])
         ms = [c for c in wide.columns if c[1] in ("draft (ms)", "verify (ms)", "round (ms)")]

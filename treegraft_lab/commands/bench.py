@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
                         help=f"comma-separated, from {', '.join(METHODS)} (default: all but the oracle)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=1, help="generations per prompt and method (pooled)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="generations per prompt and method, interleaved (pooled; their spread is printed)")
     parser.add_argument("--limit-per-category", type=int, default=None, help="first N prompts of each category")
     parser.add_argument("--categories", default=None, help="comma-separated categories (default: all)")
     parser.add_argument("--budget", default="63", help="verification budget of the tree methods, or auto")

@@ -5,8 +5,11 @@ speedup on each prompt, tokens per round, lossless) measured here with the setti
 recommends, and the same methods modelled on the paper's A100 profile (`a100-paper`, labelled
 modelled). The prompts show where each method helps: one that copies from its prompt (a function
 to rewrite), one in between (questions about a given text), one with nothing to copy (a poem).
-Every method generates once on a warm-up prompt, untimed, before anything is timed; then twice a
-prompt on this machine's clock (the two pooled) and once on a100-paper's.
+Every method generates once on a warm-up prompt, untimed, before anything is timed; then three
+times a prompt on this machine's clock, interleaved (pooled; the min–max of the per-repeat
+speedups beside each), and once on a100-paper's. A method that decoded exactly as another (the
+same tokens and kept tree every round) says so and prints that one pooled number; the adaptive
+row says when it made no mid call.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ PROMPTS = {  # kind -> one user message
     "fresh": "Write a short poem about a lighthouse keeper who waits for a storm.",
 }
 WARMUP_PROMPT = "List three facts about the moon."
+REPEATS = 3  # timed generations per prompt and method, interleaved; their spread is printed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,21 +76,33 @@ def recommended(prof) -> dict:
     return {"prune": "value" if steep else "topk", "budget": 63}
 
 
+def _note(r) -> str:
+    """What a row's number is: "= <method>" when it decoded exactly as an earlier row (one
+    computation, one number), "no mid call" when adaptive never called the mid drafter."""
+    notes = [f"same decisions as {METHODS.get(r.same_as, r.same_as)}"] if isinstance(r.same_as, str) and r.same_as else []
+    if r.name == "adaptive" and r.mid_calls_per_round == 0:
+        notes.append("no mid call")
+    return "; ".join(notes)
+
+
 def _table(result, clock: str, kinds: list[str]) -> list[str]:
     summ = result.summary[result.summary.clock == clock]
     s = summ[summ.category == "overall"].set_index("method")
     per = summ.set_index(["method", "category"]).speedup
     rec = result.records[result.records.clock == clock]
     cols = "".join(f"{k:>12}" for k in kinds) if len(kinds) > 1 else ""
-    rows = [f"  {'method':<24}{'tokens/s':>9}{'speedup':>9}{cols}{'tokens/round':>14}  lossless"]
+    rows = [f"  {'method':<24}{'tokens/s':>9}{'speedup':>9}{'min–max':>12}{cols}{'tokens/round':>14}  lossless"]
     for m, label in METHODS.items():
         if m not in s.index:
             continue
         r = s.loc[m]
         tpr = "-" if r.tokens_per_round != r.tokens_per_round else f"{r.tokens_per_round:.2f}"
+        spread = f"{r.spread_lo:.2f}–{r.spread_hi:.2f}" if r.repeats > 1 else "-"
         lossless = "yes" if bool(rec[rec.method == m].match.all()) else "NO"
         each = "".join(f"{per.get((m, k), float('nan')):>11.2f}x" for k in kinds) if cols else ""
-        rows.append(f"  {label:<24}{r.tokens_per_s:>9.1f}{r.speedup:>8.2f}x{each}{tpr:>14}  {lossless}")
+        note = _note(r)
+        rows.append(f"  {label:<24}{r.tokens_per_s:>9.1f}{r.speedup:>8.2f}x{spread:>12}{each}{tpr:>14}  {lossless}"
+                    + (f"  ({note})" if note else ""))
     return rows
 
 
@@ -122,11 +138,12 @@ def run(args: argparse.Namespace) -> int:
     result = bench.run_bench(pair, [{"question_id": k, "category": k, "turns": [t]} for k, t in prompts.items()], methods,
                              args.max_new_tokens, budget=rec["budget"], prune=rec["prune"], warmup_tokens=32,
                              progress=False, model_on=["a100-paper"], prune_modelled="topk", growth=growth,
-                             warmup_prompt=WARMUP_PROMPT, repeats=2, model_repeats=1)
+                             warmup_prompt=WARMUP_PROMPT, repeats=REPEATS, model_repeats=1)
     kinds = list(prompts)
     n = args.max_new_tokens
     print(f"Measured on this machine ({prof.device}; {n} new tokens a prompt, greedy, prune={rec['prune']}, "
-          f"{DEFAULT_GROWTH} growth, small drafter {DEFAULT_SMALL}; speedup over all prompts, then on each):")
+          f"{DEFAULT_GROWTH} growth, small drafter {DEFAULT_SMALL}; speedup over all prompts with the min–max of its "
+          f"{REPEATS} per-repeat ratios, then on each prompt):")
     print("\n".join(_table(result, "wall", kinds)))
     a100 = costs.load("a100-paper")
     print("\nModelled on a100-paper (the paper's A100 step costs, not measured: data/profiles/README.md; the same "
@@ -136,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
     for k, v in result.skipped.items():
         print(f"skipped {k}: {v}")
     print(f"\n(speedup: tokens/s over plain decoding on the same prompt, the mean over prompts; every method generated "
-          f"once on a warm-up prompt first, untimed, then twice a prompt on this machine's clock (once modelled); lossless: output identical to plain decoding; "
-          f"{time.perf_counter() - t0:.0f} s in all)")
+          f"once on a warm-up prompt first, untimed, then {REPEATS} times a prompt on this machine's clock, the methods "
+          "interleaved (once modelled: its times do not vary); min–max: the same speedup within each repeat, lowest and "
+          "highest; same decisions: the same tokens and the same kept tree every round, timed together as one number; "
+          f"lossless: output identical to plain decoding; {time.perf_counter() - t0:.0f} s in all)")
     return 0
