@@ -33,6 +33,7 @@ from treegraft_lab.baselines import autoregressive
 from treegraft_lab.config import GROWTHS
 from treegraft_lab.models import cpu_name
 from treegraft_lab.paths import DATA_DIR
+from treegraft_lab.viz.paper_tables import growth_markdown
 from treegraft_lab.viz.stats import RELEASE_STATS, paper_statistics, release_statistics
 
 RULES = {"release": GROWTHS["release"], "full (default)": GROWTHS["full"], "compact": GROWTHS["compact"]}
@@ -65,28 +66,6 @@ def reference_row(schedule: str) -> dict:
 
 PAPER = {"rule": "paper (fixed 10101 for A)", "reselected_calls": paper.RESELECTED_SHARE, "A": paper.A["10101"],
          "pool_after_step1": paper.MEAN_POOL, "conventional_pool": paper.CONVENTIONAL_POOL, "pool_ratio": paper.POOL_RATIO}
-
-
-def markdown(df: pd.DataFrame) -> str:
-    """A GitHub table (floats to 2 decimals, shares as percentages; blank where not measured)."""
-    def num(col: str, v) -> str:
-        if v is None or (isinstance(v, float) and v != v):
-            return ""
-        if isinstance(v, str):
-            return v
-        return f"{100 * v:.1f}%" if "reselected" in col else f"{v:.2f}"
-
-    def cell(col: str, r: dict) -> str:
-        v, lo, hi = r.get(col), r.get(f"{col}_low"), r.get(f"{col}_high")
-        text = num(col, v)
-        if text and lo is not None and lo == lo:
-            text += f" ({num(col, lo)}–{num(col, hi)})"
-        return text
-
-    cols = ["rule", *KEYS.values(), "mid_calls_by_step", "pool_ratio", "rounds", "identical_to_greedy"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cell(c, r) for c in cols) + " |" for r in df.to_dict("records")]
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -129,7 +108,7 @@ def main() -> None:
     }
     (out / "growth-compare.json").write_text(json.dumps({"meta": meta, "rows": table.to_dict("records")}, indent=1,
                                                         default=str) + "\n")
-    md = markdown(table)
+    md = growth_markdown(table.to_dict("records"))
     legend = ("The release's definitions (`viz.stats.release_statistics`), each with a 95% bootstrap interval over "
               "the prompts in brackets: reselected_calls = per mid call, the share of its reselected frontier at a depth "
               "not among the depths of the frontier before (a step-1 call: 0), mean over calls; reselected_after_step1 = "

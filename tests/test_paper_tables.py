@@ -56,3 +56,17 @@ def test_the_verdict_names_what_did_not_run_and_prints_no_nan():
     ov.loc["adaptive", ["speedup", "mid_calls_per_round"]] = [2.0, 0.0]
     assert "it made no mid call" in adaptive_verdict(ov, "a100-paper")
     assert "did not run" in adaptive_verdict(ov.drop(index="adaptive"), "a100-paper")
+
+
+def test_the_growth_table_in_the_readme_and_results_is_regenerated_from_the_committed_run():
+    from pathlib import Path
+
+    from treegraft_lab.paths import DATA_DIR
+    from treegraft_lab.viz.paper_tables import growth_markdown
+
+    doc = json.loads((DATA_DIR / "growth" / "growth-compare.json").read_text())
+    table = growth_markdown(doc["rows"])
+    root = Path(__file__).resolve().parents[1]
+    for page in ("README.md", "docs/results.md"):
+        assert table in (root / page).read_text(), f"{page}: regenerate with growth_markdown (scripts/growth_compare.py)"
+    assert {r["rule"] for r in doc["rows"]} >= {"release", "full (default)", "authors' release (data/reference)"}
