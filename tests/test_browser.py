@@ -51,7 +51,7 @@ CHECKS_JS = r"""
     const miss = [[/pair \S+/, 'pair'], [/profile \S/, 'profile']].concat(prompt ? [[/prompt “/, 'prompt']] : [])
       .filter(([re]) => !re.test(t)).map(([, w]) => w);
     const table = el.querySelector('table');
-    if (el.matches('.tg-playground') && table && !/pruning/.test(table.innerText)) miss.push("each row's pruning");
+    if (el.matches('.tg-playground') && table && !/(top-k|value) \(\d+\)/.test(table.innerText)) miss.push("each row's pruning");
     if (miss.length) out.push(['view-unnamed', `${el.className.baseVal ?? el.className} names no ${miss.join(', ')}`.slice(0, 160)]);
   };
   for (const v of cell.querySelectorAll('.tg-viewer, .tg-playground')) named(v, true);

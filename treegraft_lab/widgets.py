@@ -656,7 +656,9 @@ class SchedulePlayground(W.VBox):
         df = self.table_frame() if df is None else df
         on = df.attrs.get("modelled_on") or self.modelled_on or "the profile"
         n = df.attrs.get("repeats", 1)
-        wide = df.drop(columns=["eta low", "eta high"]).copy()
+        wide = df.drop(columns=["eta low", "eta high", "pruning (budget)"], errors="ignore").copy()
+        if "pruning (budget)" in df:  # each row's pruning rule and budget, in its setting cell (the table fits 848 px)
+            wide["setting"] = [s if p == "—" else f"{s} · {p}" for s, p in zip(df["setting"], df["pruning (budget)"])]
         spread = [f"{lo:.1f}–{hi:.1f}" if hi > lo else "—" for lo, hi in zip(df["eta low"], df["eta high"])]
         wide.insert(list(wide.columns).index("eta (tokens/s)") + 1, "eta range", spread)
         measured = f"measured here: median of {n} replay{'s' if n != 1 else ''}"

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from typing import Any
 
 PRUNE_WORDS = {"topk": "top-k pruning", "value": "value pruning"}
 PROMPT_CHARS = 40  # characters of the prompt quoted (the whole prompt is in the view's prompt box)
 
 
+USER_TURN = re.compile(r"<\|(?:im_start|start_header_id)\|>\s*user\s*(?:<\|end_header_id\|>)?(.*?)(?:<\|(?:im_end|eot_id)\|>|$)",
+                       re.S)  # the user's message inside a chat template (ChatML, Llama 3)
+
+
 def prompt_words(prompt: str, chars: int = PROMPT_CHARS) -> str:
-    """The prompt quoted on one line, cut to `chars` characters, with its length."""
-    flat = " ".join(str(prompt).split())
+    """The prompt quoted on one line (the user's message of a chat-templated prompt), cut to
+    `chars` characters, with the whole prompt's length."""
+    turns = USER_TURN.findall(str(prompt))
+    flat = " ".join((turns[-1] if turns else re.sub(r"<\|[^|]*\|>", " ", str(prompt))).split())
     quoted = flat if len(flat) <= chars else flat[: chars - 1].rstrip() + "…"
     return f"prompt “{quoted}” ({len(str(prompt))} characters)"
 
@@ -72,5 +79,6 @@ def run_caption(run, run_id: int = 0, prompt: bool = True) -> str:
     cfg = json.loads(row["config"]) if isinstance(row.get("config"), str) else {}
     rounds = run.rounds[run.rounds["run"] == run_id]
     prof = str(rounds["modelled_on"].iloc[0]) if "modelled_on" in rounds and len(rounds) else str(cfg.get("clock", ""))
+    words = str(row["profile"]) if "profile" in row and isinstance(row["profile"], str) and row["profile"] else None
     text = prompt_words(row["prompt_text"]) if prompt and "prompt_text" in row else None
-    return named(str(row.get("pair", "") or ""), profile_words(prof), text, settings_words(cfg))
+    return named(str(row.get("pair", "") or ""), words or profile_words(prof), text, settings_words(cfg))
