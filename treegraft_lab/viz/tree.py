@@ -425,6 +425,9 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
     fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
     _style(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, width), scroll=scroll)
+    if scroll:  # no legend entry at all (plotly was seen to draw the legend after a redraw despite showlegend=False)
+        for t in fig.data:
+            t.meta, t.showlegend = ("legend key" if t.showlegend else None), False
     return fig
 
 
@@ -510,7 +513,7 @@ def legend_html(fig: go.Figure) -> str:
     sideways: docked outside the scrolled area, it stays in view wherever the reader scrolls."""
     items = [f'<span style="display:inline-flex;align-items:center;gap:4px;margin-right:14px;white-space:nowrap">'
              f'<svg width="16" height="16" viewBox="0 0 16 16">{_key_svg(t)}</svg>{html.escape(t.name)}</span>'
-             for t in fig.data if t.showlegend]
+             for t in fig.data if t.showlegend or t.meta == "legend key"]
     return f'<div class="tg-legend" style="font-size:12px;line-height:20px;color:#333">{"".join(items)}</div>'
 
 
