@@ -141,9 +141,12 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="g = 0 (the boundary)", line={"color": "black", "width": 2}))
     lines = wrap_title(html.escape(caption, quote=False), CAPTION_PX).split("<br>") if caption else []
     named = "".join(f"<br><sup>{line}</sup>" for line in lines)
-    fig.update_layout(height=760, margin={"l": 60, "r": 20, "t": (90 if out else 70) + 18 * len(lines), "b": 110},
+    # the title starts below plotly's toolbar (34 px); each of its lines has its own row above the subplot titles
+    top, height = 34 + 24 + 20 * (len(lines) + bool(out)) + 34, 760 + 20 * len(lines)
+    fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": top, "b": 110},
                       title={"text": f"g_psi before draft step {step}, other inputs at this run's medians for step {step}"
-                                     f"{named}{out}",
+                                     f"{named}{out}", "yref": "container", "y": 1 - 34 / height,
+                             "yanchor": "top",
                              "font": {"size": 14}},
                       legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top", "font": {"size": 11}})
     return fig, notes
