@@ -141,11 +141,12 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="g = 0 (the boundary)", line={"color": "black", "width": 2}))
     lines = wrap_title(html.escape(caption, quote=False), CAPTION_PX).split("<br>") if caption else []
     named = "".join(f"<br><sup>{line}</sup>" for line in lines)
-    # the title starts below plotly's toolbar (34 px); each of its lines has its own row above the subplot titles
-    top, height = 34 + 24 + 20 * (len(lines) + bool(out)) + 34, 760 + 20 * len(lines)
+    # the title starts below plotly's toolbar (34 px, and plotly draws a title of several lines ~12 px higher);
+    # each of its lines has its own row above the subplot titles
+    top, height = 46 + 24 + 20 * (len(lines) + bool(out)) + 34, 760 + 20 * len(lines)
     fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": top, "b": 110},
                       title={"text": f"g_psi before draft step {step}, other inputs at this run's medians for step {step}"
-                                     f"{named}{out}", "yref": "container", "y": 1 - 34 / height,
+                                     f"{named}{out}", "yref": "container", "y": 1 - 46 / height,
                              "yanchor": "top",
                              "font": {"size": 14}},
                       legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top", "font": {"size": 11}})
