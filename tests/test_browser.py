@@ -45,6 +45,17 @@ CHECKS_JS = r"""
 (cell, opts) => {
   const out = [], box = e => e.getBoundingClientRect(), shown = b => b.width > 0 && b.height > 0;
   const snake = /^[a-z][a-z0-9]*(_[a-z0-9]+)+$/;
+  // a view names its pair, prompt (where it shows one prompt), settings and profile: "pair X · prompt “…” · ... · profile Y"
+  const named = (el, prompt) => {
+    const t = (el.innerText || '') + ' ' + [...el.querySelectorAll('.gtitle, .g-gtitle')].map(e => e.textContent).join(' ');
+    const miss = [[/pair \S+/, 'pair'], [/profile \S/, 'profile']].concat(prompt ? [[/prompt “/, 'prompt']] : [])
+      .filter(([re]) => !re.test(t)).map(([, w]) => w);
+    const table = el.querySelector('table');
+    if (el.matches('.tg-playground') && table && !/(top-k|value) \(\d+\)/.test(table.innerText)) miss.push("each row's pruning");
+    if (miss.length) out.push(['view-unnamed', `${el.className.baseVal ?? el.className} names no ${miss.join(', ')}`.slice(0, 160)]);
+  };
+  for (const v of cell.querySelectorAll('.tg-viewer, .tg-playground')) named(v, true);
+  for (const v of opts.named ? cell.querySelectorAll(opts.named) : []) named(v, false);
   const hit = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 &&
                         Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
   for (const o of cell.querySelectorAll('.jp-OutputArea-output')) {
@@ -83,33 +94,53 @@ CHECKS_JS = r"""
       for (const bar of plot.querySelectorAll('.modebar'))
         if (hit(box(bar), tb)) out.push(['title-under-toolbar', title.textContent.slice(0, 50)]);
     }
-    // tree figures: points carry customdata [node, created step, kept, accepted, folded, depth]
+    // tree figures: points carry customdata [node, created step, kept, accepted, folded, depth, whole accepted label]
     const text = title ? title.textContent : '', area = plot.querySelector('.nsewdrag');
     const ab = area ? box(area) : sb, kept = /kept (\d+) of/.exec(text), step = /after draft step (\d+)/.exec(text);
+    // what the reader sees of the plot: its area, within the box that scrolls it sideways and the output area
+    const sc = plot.closest('.tg-scroll'), vb = [ab, sc && box(sc), plot.closest('.jp-OutputArea-output') &&
+      box(plot.closest('.jp-OutputArea-output'))].filter(Boolean).reduce((a, b) => ({left: Math.max(a.left, b.left),
+      right: Math.min(a.right, b.right), top: Math.max(a.top, b.top), bottom: Math.min(a.bottom, b.bottom)}));
+    const within = (b, r) => b.left + b.width / 2 >= r.left - 1 && b.left + b.width / 2 <= r.right + 1 &&
+                             b.top + b.height / 2 >= r.top - 1 && b.top + b.height / 2 <= r.bottom + 1;
+    const cut = (b, r) => b.left < r.left - 1 || b.right > r.right + 1 || b.top < r.top - 1 || b.bottom > r.bottom + 1;
     let keptDrawn = 0, isTree = false;
     for (const g of plot.querySelectorAll('.scatterlayer g.trace')) {
       const cd = g.__data__, tr = cd && cd[0] && cd[0].trace;
       if (!tr || !tr.customdata || !tr.customdata.length) continue;
       const c0 = tr.customdata[0];  // a tree's points carry 6 values each; other figures' customdata is not checked
-      if (!c0 || typeof c0 !== 'object' || c0.length !== 6) continue;
+      if (!c0 || typeof c0 !== 'object' || c0.length < 6) continue;
       isTree = true;
-      const labelled = new Set([...g.querySelectorAll('g.textpoint')].filter(t => t.textContent.trim() &&
-        shown(box(t))).map(t => cd.indexOf(t.__data__)));
+      const labels = new Map([...g.querySelectorAll('g.textpoint')].filter(t => t.textContent.trim() &&
+        shown(box(t))).map(t => [cd.indexOf(t.__data__), t]));
+      const labelled = new Set(labels.keys());
       for (const p of g.querySelectorAll('path.point')) {
         const k = cd.indexOf(p.__data__), c = tr.customdata[k];
         if (!c || typeof c !== 'object') continue;
-        const [node, created, isKept, accepted, folded, depth] = c, b = box(p), cs = getComputedStyle(p);
+        const [node, created, isKept, accepted, folded, depth, whole] = c, b = box(p), cs = getComputedStyle(p);
         const inside = shown(b) && b.left + b.width / 2 >= ab.left - 1 && b.left + b.width / 2 <= ab.right + 1 &&
                        b.top + b.height / 2 >= ab.top - 1 && b.top + b.height / 2 <= ab.bottom + 1;
         const opaque = parseFloat(cs.opacity || '1') * parseFloat(p.style.opacity || '1') >= 0.5 && cs.display !== 'none';
         if (kept && !step && isKept && !folded && depth > 0 && inside && opaque) keptDrawn++;
         if (!step && accepted && !folded && !labelled.has(k)) out.push(['accepted-unlabelled', `node ${node} at depth ${depth}`]);
+        if (inside && cut(b, ab)) out.push(['node-clipped', `node ${node} at depth ${depth} cut by the plot's edge`]);
+        const lab = labels.get(k);
+        if (!step && accepted && !folded && depth > 0 && whole !== undefined && lab &&
+            (lab.textContent.trim() !== whole || cut(box(lab), ab)))
+          out.push(['accepted-label-clipped', `node ${node}: "${lab.textContent.trim()}" drawn for "${whole}"` +
+                    (cut(box(lab), ab) ? ', cut by the plot\'s edge' : '')]);
+        if (depth === 0 && !folded && !within(b, vb)) out.push(['tree-out-of-view', `the root (node ${node}) is outside the view`]);
+        if (!step && accepted && !folded && depth > 0 && !within(b, vb))
+          out.push(['tree-out-of-view', `accepted node ${node} at depth ${depth} is outside the view`]);
         const ring = /rgb\(17, 17, 17\)/.test(p.style.stroke) && parseFloat(p.style.strokeWidth) >= 2;
         if (step && ring && created !== +step[1])
           out.push(['ring-other-step', `node ${node} created at step ${created} ringed in step ${step[1]}`]);
       }
     }
     if (isTree && kept && keptDrawn !== +kept[1]) out.push(['kept-not-drawn', `title says kept ${kept[1]}, ${keptDrawn} drawn`]);
+    for (const lg of isTree ? plot.querySelectorAll('g.legend') : [])
+      if (shown(box(lg)) && !within(box(lg), sc ? box(sc) : sb)) out.push(['tree-out-of-view', 'the legend is outside the view']);
+    if (isTree && !plot.closest('.tg-viewer, .tg-playground')) named(plot, true);
     if (opts.words) for (const t of plot.querySelectorAll('.g-xtitle, .g-ytitle, .g-x2title, .g-y2title'))
       if (snake.test(t.textContent.trim().split(' (')[0])) out.push(['snake-case-header', `axis title ${t.textContent}`]);
     const buttons = [...plot.querySelectorAll('g.updatemenu-button')].map(box).filter(shown);
@@ -192,7 +223,7 @@ def tiny_run_cell() -> str:
     from treegraft_lab import tiny
 
     return (inspect.getsource(tiny) + "\nfrom treegraft_lab import DecodeConfig, TreeGraftDecoder, record, viz\n"
-            "from treegraft_lab.widgets import SchedulePlayground\n"
+            "from treegraft_lab.widgets import SchedulePlayground, StepThroughViewer\n"
             "pair = tiny_pair()\npair.mid = pair.target  # the target as its own mid drafter: paths get accepted\n"
             "dec = TreeGraftDecoder(pair, DecodeConfig(schedule='10101', budget=12, clock='a100-paper'))  # no device profile needed\n"
             "with record(dec) as rec:\n    dec.generate([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], max_new_tokens=20)\n"
@@ -217,12 +248,25 @@ TREE_TWINS = [  # a tree figure, or another view, with one defect each; the play
      "t.marker.line.color = ['#111' if i == k else c for i, c in enumerate(t.marker.line.color)]\n"
      "t.marker.line.width = [3 if i == k else w for i, w in enumerate(t.marker.line.width)]\nf", "ring-other-step"),
     ("viz.tree_figure(run, R, 3)", None),
+    ("f = viz.tree_figure(run, R)\nt, k = tree_trace(f, lambda c: c[3] and c[5] > 0 and len(c[6]) > 1)\n"
+     "t.text = [x[:1] if i == k else x for i, x in enumerate(t.text)]  # the defect: 'i' for 'is'\nf", "accepted-label-clipped"),
+    ("f = viz.tree_figure(run, R)\nf.update_xaxes(range=[min(min(t.x) for t in f.data if t.customdata is not None and len(t.x)), "
+     "f.layout.xaxis.range[1]])  # the defect: the range ends on the left column's nodes\nf", "node-clipped"),
+    ("o = W.Output(layout={'overflow': 'auto', 'max_width': '100%'})\no.add_class('tg-scroll')\n"
+     "f = viz.tree_figure(run, R, scroll=True, width=2400)\n"
+     "f.update_xaxes(range=f.layout.xaxis.range[::-1])  # the defect: the root far right, out of the box as it opens\n"
+     "with o:\n    display(f)\no", "tree-out-of-view"),
+    ("viz.tree_figure(run, R, caption=None)", "view-unnamed"),
     ("pg = SchedulePlayground(pair, run, round=R, clock='a100-paper', prune='topk', repeats=1)\npg.replay()\n"
      "pg._check_stale = lambda: None  # the defect: no cue when a control moves\npg", None),
 ]
 OTHER_TWINS = [  # defects the page-level checks catch (not look()'s cell checks): cell source, what catches it
     ("from IPython.display import HTML\nHTML('<img src=\"https://example.invalid/pixel.png\" width=1 height=1>')",
      "outside-request"),
+    ("v = StepThroughViewer(run, round=R)\nv.siblings.value = 0  # all children: wider than the box\n"
+     "v.plot.pin = lambda fig: None  # the defect: the box's content does not keep its width through a redraw\n"
+     "v.plot.output.layout.width = v.plot.output.layout.min_width = v.plot.output.layout.min_height = None\n"
+     "v.add_class('tg-twin-scroll')\nv", "scroll-reset"),
     ("b = W.VBox([go.FigureWidget(go.Scatter(x=[0, 0.001], y=[0, 0], mode='markers+text', text=['first label', "
      "'second label']), layout={'width': 500, 'height': 300, 'xaxis': {'range': [-1, 1]}})])\nb.add_class('tg-twin-labels')\nb", "labels-overlap"),
     ("sticky = SchedulePlayground(pair, run, round=R, clock='a100-paper', prune='topk', repeats=1)\nsticky.replay()\n"
@@ -231,6 +275,7 @@ OTHER_TWINS = [  # defects the page-level checks catch (not look()'s cell checks
 ]
 TWIN_EXPECT = [None, "matplotlib-text", "widget-not-shown", "wider-than-output", "wider-than-output", "outside-figure",
                "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS] + ["image-shrunk"] + [None] * len(OTHER_TWINS)
+NAMED = {"05_scheduler_boundary.ipynb": ".js-plotly-plot"}  # views named by pair and profile besides trees, viewer, playground
 WORDS = {"01_step_through.ipynb", "02_tree_growth_animation.ipynb", "06_schedule_playground.ipynb", TWIN}  # headers in words
 
 
@@ -365,7 +410,8 @@ def look(page, name: str) -> list[tuple[int, str, str]]:
     for i in range(cells.count()):
         cell = cells.nth(i)
         cell.scroll_into_view_if_needed()
-        problems += [(i, kind, detail) for kind, detail in cell.evaluate(CHECKS_JS, {"words": name in WORDS})]
+        problems += [(i, kind, detail) for kind, detail in cell.evaluate(CHECKS_JS, {"words": name in WORDS,
+                                                                                     "named": NAMED.get(name)})]
         if cell.locator(".jp-OutputArea-output").count():
             cell.screenshot(path=str(folder / f"cell{i:02d}.png"))
     return problems
@@ -447,8 +493,43 @@ def stale_cue(page, root: str = ".tg-playground") -> list[tuple[str, str]]:
     return [("stale-cue-not-cleared", f"the toggle is back but the cue stays: {cue}")]
 
 
+def scroll_kept(page, root: str, redraw) -> list[tuple[str, str]]:
+    """Scroll the tree box under `root` sideways, redraw it with `redraw(page)` (which returns once the
+    new figure is drawn), and say whether the reader's scroll survived; the box is scrolled back after."""
+    box = page.locator(f"{root} .tg-scroll").first
+    box.scroll_into_view_if_needed()
+    width, room = box.evaluate("b => [b.scrollWidth, b.clientWidth]")
+    if width < room + 60:
+        return [("scroll-untested", f"{root}: the tree ({width} px) does not scroll in its {room} px box")]
+    want = min(120, width - room)
+    box.evaluate(f"b => {{ b.scrollLeft = {want}; }}")
+    time.sleep(0.3)
+    redraw(page)
+    time.sleep(1.0)  # plotly has drawn the new figure; a reset would have happened by now
+    got = box.evaluate("b => b.scrollLeft")
+    box.evaluate("b => { b.scrollLeft = 0; }")
+    return [] if abs(got - want) <= 2 else [("scroll-reset", f"{root}: scrolled to {want} px, {got} px after a redraw")]
+
+
+def step_right(root: str):
+    """A redraw: the step slider of the viewer under `root` one position right (back to its first at the end)."""
+    def redraw(page) -> None:
+        title = f"{root} .js-plotly-plot .gtitle"
+        before = page.locator(title).first.text_content()
+        handle = page.locator(f"{root} .tg-step-slider [role=slider]").first
+        handle.focus()
+        page.keyboard.press("ArrowRight")
+        wait_changed(page, title, before)
+    return redraw
+
+
 def interact_01(page, name: str = "01_step_through.ipynb") -> None:
     title, view = ".tg-viewer .js-plotly-plot .gtitle", ".tg-viewer"
+    assert not scroll_kept(page, view, step_right(view))  # step 1 -> 2
+    page.locator(".tg-step-slider [role=slider]").first.focus()
+    page.keyboard.press("Home")
+    page.wait_for_function(f"() => document.querySelector('{title}').textContent.includes('after draft step 1')",
+                           timeout=60_000)
     before = plot_title(page, view)
     handle = page.locator(".tg-step-slider [role=slider]").first
     handle.scroll_into_view_if_needed()
@@ -535,12 +616,22 @@ def replay_06(page, name: str, what: str, done_js: str) -> None:
     moved(page, name, what, t0, ".tg-playground")
 
 
+def other_tree(page) -> None:
+    """A redraw of the playground's tree: all-mid's tree, about as wide as yours (all-small's is narrower: its
+    box rightly scrolls less)."""
+    title = ".tg-playground .js-plotly-plot .gtitle"
+    before = page.locator(title).first.text_content()
+    page.locator(".tg-playground .widget-dropdown", has_text="tree of").locator("select").select_option(label="all-mid")
+    wait_changed(page, title, before)
+
+
 def interact_06(page, name: str = "06_schedule_playground.ipynb") -> None:
     pg = page.locator(".tg-playground")
     pg.locator(".widget-toggle-button").nth(1).click()
     replay_06(page, name, "replay with step 2 flipped",
               "() => [...document.querySelectorAll('.tg-playground .widget-html')].some(e => e.innerText.includes('yours (1'))")
     assert not stale_cue(page)
+    assert not scroll_kept(page, ".tg-playground", other_tree)
     t0 = time.perf_counter()
     pg.locator(".widget-checkbox", has_text="EG").locator("input").click()
     page.wait_for_function(f"() => ({STALE_JS})('.tg-playground').note", timeout=30_000)
@@ -574,12 +665,14 @@ def test_each_check_fails_on_its_broken_twin(browser, lab):
     problems = look(page, TWIN)
     stale = stale_cue(page)  # the twin's playground gives no cue when a control moves
     sticky = stale_cue(page, ".tg-twin-sticky")  # this one's cue never clears
+    reset = scroll_kept(page, ".tg-twin-scroll", step_right(".tg-twin-scroll"))  # this viewer's box loses its scroll
     overlaps = overlapping_labels(page, ".tg-twin-labels")
     page.close()
     outside = [u for u in browser[1] if "example.invalid" in u]
     browser[1][:] = [u for u in browser[1] if u not in outside]  # the twin's own request, caught: not the notebooks'
     assert [kind for kind, _ in stale] == ["stale-without-cue"], stale
     assert [kind for kind, _ in sticky] == ["stale-cue-not-cleared"], sticky
+    assert [kind for kind, _ in reset] == ["scroll-reset"], reset
     assert overlaps == [("first label", "second label")], overlaps
     assert outside, "the outside-request check missed the twin's image from example.invalid"
     found = {(i, kind) for i, kind, _ in problems}

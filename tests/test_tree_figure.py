@@ -4,6 +4,8 @@ nodes a step created, and an "all children" view as wide as it needs to be."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.test_viz import label_boxes
@@ -86,7 +88,7 @@ def test_titles_start_below_the_toolbar_and_wrap_to_the_figure_width(runs):
         t = fig.layout.title
         assert (1 - t.y) * fig.layout.height >= TOOLBAR_PX - 0.01 and t.yanchor == "top" and t.yref == "container"
         for f in [fig, *fig.frames]:
-            lines = f.layout.title.text.split("<br>")
+            lines = [re.sub("<[^>]+>", "", line) for line in f.layout.title.text.split("<br>")]  # markup is not drawn
             assert all(len(line) * TITLE_CHAR_W <= fig.layout.width - 20 for line in lines), lines
         assert fig.layout.margin.t >= TOOLBAR_PX + 19 * max(len(f.layout.title.text.split("<br>")) for f in [fig, *fig.frames])
     fig = retitle(tree_figure(run, 0, width=400), "a long name for a setting, " * 6 + "· verified")
@@ -111,7 +113,8 @@ def test_the_all_children_view_is_as_wide_as_the_tree_needs_in_a_scrolling_box(r
     rd = int(run.rounds.sort_values("nodes").iloc[-1]["round"])
     every = tree_figure(run, rd, max_children=None, scroll=True)
     xr = every.layout.xaxis.range
-    px = (every.layout.width - 185) / (xr[1] - xr[0])
+    m = every.layout.margin
+    px = (every.layout.width - m.l - m.r) / (xr[1] - xr[0])
     assert px >= LEAF_PX - 1  # one leaf column per LEAF_PX: nodes never pile up
     assert tree_figure(run, rd, max_children=None).layout.width <= MAX_WIDTH  # unless asked to scroll
     boxes = label_boxes(every)

@@ -40,8 +40,8 @@ def run_release():
 
 def label_boxes(fig):
     """(row y, left px, right px, text) of every drawn label, from the figure's own ranges and size."""
-    xr, width = fig.layout.xaxis.range, fig.layout.width
-    px = (width - MARGIN["l"] - MARGIN["r"]) / (xr[1] - xr[0])
+    xr, width, m = fig.layout.xaxis.range, fig.layout.width, fig.layout.margin
+    px = (width - m.l - m.r) / (xr[1] - xr[0])
     out = []
     for tr in fig.data:
         if tr.mode and "text" in tr.mode and tr.text is not None:
@@ -113,16 +113,54 @@ def test_dead_nodes_are_crossed_without_nd():
     assert symbols.count("x") == dead
 
 
-def test_tidy_layout_centres_parents_over_their_children(run63):
-    rows = run63.tree_at(0)
-    pos = tidy_layout(rows)
-    leaves = sorted(pos[v][0] for v in rows["node"] if v not in set(rows["parent"]))
-    assert leaves == list(range(len(leaves)))  # leaves one unit apart
-    for v in rows["node"]:
-        kids = [pos[c][0] for c in rows["node"][rows["parent"] == v]]
-        if kids:
-            assert pos[v][0] == pytest.approx((min(kids) + max(kids)) / 2)
-            assert all(pos[c][1] == pos[v][1] - 1 for c in rows["node"][rows["parent"] == v])
+def test_tidy_layout_runs_the_accepted_path_down_the_left_edge_and_centres_the_other_parents(run63):
+    for rd in range(3):
+        rows = run63.tree_at(rd)
+        pos = tidy_layout(rows)
+        leaves = sorted(pos[v][0] for v in rows["node"] if v not in set(rows["parent"]))
+        assert leaves == list(range(len(leaves)))  # leaves one unit apart
+        left = min(x for x, _ in pos.values())
+        path = rows[rows["accepted"].astype(bool)]
+        assert len(path) >= 1 and all(pos[v][0] == left for v in path["node"])  # the root and the accepted path
+        spine = {v for v in rows["node"] if pos[v][0] == left}
+        for v in rows["node"]:
+            kids = [pos[c][0] for c in rows["node"][rows["parent"] == v]]
+            if kids:
+                want = min(kids) if v in spine else (min(kids) + max(kids)) / 2
+                assert pos[v][0] == pytest.approx(want)
+                assert all(pos[c][1] == pos[v][1] - 1 for c in rows["node"][rows["parent"] == v])
+
+
+@pytest.mark.parametrize("width", [None, 640, 840])
+def test_accepted_labels_show_whole_and_no_node_sits_within_edge_px_of_the_plot_edge(run_release, width):
+    """A tree squeezed into a narrow figure used to cut the deepest accepted token at the edge ("i" for "is")."""
+    from treegraft_lab.viz.tree import EDGE_PX, whole_label
+
+    for rd in range(2):
+        fig = tree_figure(run_release, rd, width=width, max_children=None)
+        xr, m = fig.layout.xaxis.range, fig.layout.margin
+        px = (fig.layout.width - m.l - m.r) / (xr[1] - xr[0])
+        accepted = 0
+        for tr in fig.data:
+            if tr.customdata is None or not len(tr.customdata):
+                continue
+            for x, text, c in zip(tr.x, tr.text, tr.customdata):
+                assert min(x - xr[0], xr[1] - x) * px >= EDGE_PX - 1e-6
+                if c[3] and c[5] > 0:
+                    accepted += 1
+                    assert text == c[6] and c[6] == whole_label(c[6]) and text
+        assert accepted == int(run_release.rounds.loc[rd, "accepted"])
+
+
+def test_a_scrolling_tree_has_its_legend_docked_outside_the_figure(run63):
+    from treegraft_lab.viz.tree import legend_html
+
+    fig = tree_figure(run63, 0, scroll=True)
+    assert fig.layout.showlegend is False and fig.layout.margin.r < MARGIN["r"]
+    docked = legend_html(fig)
+    for name in [*DRAFTER_LABELS.values(), "accepted path", "pruned (faded)", "+m: folded children"]:
+        assert f"</svg>{name}</span>" in docked
+    assert tree_figure(run63, 0).layout.showlegend is not False  # a figure on its own keeps its own legend
 
 
 def test_fit_label_shortens_or_drops():

@@ -425,3 +425,38 @@ def test_the_playground_warns_when_plain_decoding_is_far_from_what_the_device_pr
     assert "profile predicts" in df.attrs["warning"]
     pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", repeats=1, warmup=False)
     assert pg.replay().attrs["warning"] == ""  # an A100's prediction says nothing about this machine
+
+
+def test_every_view_names_its_pair_prompt_settings_and_profile(tiny):
+    """The viewer's caption, the playground's status and table, a lone tree figure and the animation."""
+    from treegraft_lab.viz.caption import run_caption
+    from treegraft_lab.viz.tree import growth_animation, tree_figure
+
+    pair, run, _ = tiny
+    line = run_caption(run)
+    assert line.startswith("pair tiny · prompt “") and "schedule 10101, budget 12, top-k pruning" in line
+    assert "· profile " in line and run.rounds["modelled_on"].iloc[0] not in line.split("· profile ")[1]  # in words
+    v = StepThroughViewer(run)
+    assert html.escape(line) in v.info.value
+    for fig in (tree_figure(run, 0), growth_animation(run, 0)):
+        assert "pair tiny" in fig.layout.title.text and "profile " in fig.layout.title.text
+    assert "pair" not in v.figure.layout.title.text  # the viewer names it once, above the tree
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", prune="value", repeats=1)
+    assert html.escape(line) in pg.status.value
+    df = pg.replay()
+    rows = dict(zip(df["setting"], df["pruning (budget)"]))
+    assert rows["recorded run"] == "top-k (12)" and rows["plain decoding"] == "—"
+    assert {rows[k] for k in rows if k not in ("recorded run", "plain decoding")} == {"value (12)"}
+    assert "replays: value pruning, budget 12" in pg.table.value and "Recorded run: schedule 10101, budget 12, top-k" in pg.table.value
+    assert "value pruning, budget 12" in pg.figure.layout.title.text.replace("<br>", " ")
+
+
+def test_the_tree_box_keeps_the_figure_size_through_a_redraw_and_docks_the_legend():
+    run = tiny_run(rounds=2)
+    v = StepThroughViewer(run)
+    v.siblings.value = 0
+    fig = v.figure
+    assert v.plot.output.layout.min_width == f"{fig.layout.width}px" == v.plot.output.layout.width
+    assert v.plot.output.layout.min_height == f"{fig.layout.height}px"
+    assert "tg-scroll" in v.plot.box._dom_classes and "new at this step" in v.plot.legend.value
+    assert fig.layout.showlegend is False

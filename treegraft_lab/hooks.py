@@ -28,6 +28,17 @@ from typing import Any
 
 from treegraft_lab.errors import TreeGraftError
 
+
+def profile_words(profile: Any) -> str:
+    """The profile a run is priced on, in words (device, dtype, date), kept with the run: its
+    views name it even where that profile is no longer cached."""
+    from treegraft_lab.widgets import profile_name
+
+    try:
+        return profile_name(profile)
+    except Exception:  # noqa: BLE001 - a profile without the usual fields is named by its name
+        return str(getattr(profile, "name", ""))
+
 HOOK_POINTS = (
     "run.start",
     "round.start",
@@ -187,6 +198,7 @@ class Recorder:
             "run": self.run, "pair": getattr(dec.pair, "name", ""), "prompt_ids": list(ev.data["prompt_ids"]),
             "output_ids": list(gen.token_ids), "prompt_text": dec.tokenizer.decode(ev.data["prompt_ids"]),
             "output_text": gen.text, "config": json.dumps(dec.config.to_dict(), default=str),
+            "profile": profile_words(dec.profile),
             **{f"stat_{k}": v for k, v in gen.stats.items()},
         })
 

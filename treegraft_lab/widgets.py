@@ -17,7 +17,8 @@ import ipywidgets as W
 import pandas as pd
 import plotly.graph_objects as go
 
-from treegraft_lab.viz.tree import MAX_WIDTH, retitle, tree_figure
+from treegraft_lab.viz.caption import PRUNE_WORDS, run_caption, settings_words
+from treegraft_lab.viz.tree import MAX_WIDTH, legend_html, retitle, tree_figure
 from treegraft_lab.workbench import styled
 
 VERIFY = 0  # the step slider's value for "after verification" (the final, pruned tree)
@@ -37,6 +38,33 @@ def draw(out: W.Output, fig: go.Figure) -> go.Figure:
         clear_output(wait=True)
         display(fig)
     return fig
+
+
+class TreeBox(W.VBox):
+    """A tree figure in a box that scrolls it sideways, with its legend docked above the box (in
+    view wherever the reader scrolls). The reader's scroll survives a redraw: the box's content
+    keeps the figure's size while the new figure replaces the old one, so the browser never
+    shrinks the scrolled content and resets the scroll. A tree opens scrolled to its left edge,
+    where `tidy_layout` puts the root and the accepted path."""
+
+    def __init__(self) -> None:
+        self.legend, self.output = W.HTML(), W.Output(layout={"flex": "0 0 auto"})
+        self.box = W.Box([self.output], layout={"overflow": "auto", "max_width": "100%"})
+        self.box.add_class("tg-scroll")
+        self.figure = go.Figure()
+        super().__init__([self.legend, self.box])
+
+    def pin(self, fig: go.Figure) -> None:
+        """Hold the box's content at `fig`'s size through the redraw."""
+        self.output.layout.width = self.output.layout.min_width = f"{fig.layout.width}px"
+        self.output.layout.min_height = f"{fig.layout.height}px"
+
+    def show(self, fig: go.Figure) -> go.Figure:
+        """Draw `fig` (a tree figure drawn with scroll=True) and its docked legend; returns `fig`."""
+        self.legend.value = legend_html(fig)
+        self.pin(fig)
+        self.figure = draw(self.output, fig)
+        return self.figure
 
 
 def round_pieces(run, run_id: int = 0) -> list[tuple[str, str]]:
@@ -68,6 +96,11 @@ def output_html(run, round: int, run_id: int = 0) -> str:
             f'<div><b>output</b> · <mark style="background:#c7f0c2">accepted in round {round}</mark> '
             f'<mark style="background:#cfe2ff">bonus token</mark> <span style="color:#aaa">later rounds</span></div>'
             f'<div style="{box}">{"".join(parts)}</div>')
+
+
+def caption_html(text: str) -> str:
+    """The line naming a view's pair, prompt, settings and profile (`viz.caption`), as HTML."""
+    return f'<div class="tg-caption" style="font-size:12px;color:#444">{html.escape(text)}</div>'
 
 
 def _row(df: pd.DataFrame, **key) -> pd.Series | None:
@@ -126,9 +159,8 @@ class StepThroughViewer(W.VBox):
         self.text, self.info = W.HTML(), W.HTML()
         self._busy, self._internal, self._pending = False, True, []
         self._set_run(run_id, round)
-        self.plot = W.Output(layout={"overflow": "auto", "max_width": "100%"})  # a wide tree scrolls sideways
-        self.plot.add_class("tg-scroll")
-        self.figure = draw(self.plot, self._figure())
+        self.plot = TreeBox()  # a wide tree scrolls sideways, the legend docked above it
+        self.figure = self.plot.show(self._figure())
         self._internal = False
         for w in (self.pick, self.round, self.step, self.pruned, self.siblings):
             w.observe(self._changed, "value")
@@ -166,7 +198,7 @@ class StepThroughViewer(W.VBox):
     def _figure(self) -> go.Figure:
         step = None if self.step.value == VERIFY else int(self.step.value)
         return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
-                           max_children=self.siblings.value or None, scroll=True)  # a wide tree scrolls sideways
+                           max_children=self.siblings.value or None, scroll=True, caption=None)  # named above the tree
 
     def _changed(self, change: dict | None = None) -> None:
         """Redraw for a user's change. The kernel may deliver a change while a redraw is running
@@ -191,9 +223,10 @@ class StepThroughViewer(W.VBox):
                     self._internal = False
                 self.pruned.disabled = self.step.value != VERIFY  # pruning happens at verification only
                 self.prev.disabled, self.next.disabled = self.round.value <= 0, self.round.value >= self.round.max
-                self.figure = draw(self.plot, self._figure())
+                self.figure = self.plot.show(self._figure())
                 self.text.value = output_html(self.run, self.round.value, self.pick.value)
-                self.info.value = info_html(self.run, self.round.value, self.step.value, self.pick.value) + (
+                self.info.value = caption_html(run_caption(self.run, self.pick.value)) + info_html(
+                    self.run, self.round.value, self.step.value, self.pick.value) + (
                     f'<div style="font-size:12px;color:#555">the tree is {self.figure.layout.width:,} px wide: scroll '
                     'it sideways (shift + wheel, or the bar under it)</div>' if self.figure.layout.width > MAX_WIDTH else "")
         finally:
@@ -297,6 +330,11 @@ def profile_name(profile) -> str:
     src = profile.source or ""
     when = " ".join(src.split()[:2]) if src.startswith("measured") else "derived from published costs"
     return f"{device} · {when}"
+
+
+def prune_budget(prune: str | None, budget: Any) -> str:
+    """A pruning rule and its budget in a table cell: "top-k (63)", "value (63)"."""
+    return f"{PRUNE_WORDS.get(prune or 'topk', str(prune)).removesuffix(' pruning')} ({budget})"
 
 
 def baseline_row(name: str, s_per_token: list[float], modelled_ms: float) -> dict[str, Any]:
@@ -407,8 +445,7 @@ class SchedulePlayground(W.VBox):
         self.export.add_class("tg-export")
         self.show = W.Dropdown(options=[], description="tree of")
         self.show.observe(lambda _c: self._draw(), "value")
-        self.plot, self.figure = W.Output(layout={"overflow": "auto", "max_width": "100%"}), go.Figure()
-        self.plot.add_class("tg-scroll")  # a wide tree scrolls sideways
+        self.plot, self.figure = TreeBox(), go.Figure()  # a wide tree scrolls sideways, the legend docked above it
         self.results: dict[str, tuple[Any, Any]] = {}
         self.times: dict[str, list[tuple[float, float, float]]] = {}  # setting -> (draft s, verify s, round s) per repeat
         self.plain_s: list[float] = []  # plain decoding: seconds per token, per repeat
@@ -434,7 +471,8 @@ class SchedulePlayground(W.VBox):
 
         self.round_idx = int(self.pick_round.value)
         self.context = round_context(self.run, self.round_idx, self.run_id)
-        self.status.value = (f"round {self.round_idx} of run {self.run_id}: starts after {len(self.context)} committed "
+        self.status.value = (caption_html(f"recorded: {run_caption(self.run, self.run_id)}") +
+                             f"round {self.round_idx} of run {self.run_id}: starts after {len(self.context)} committed "
                              f"tokens ({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay.")
         if self.pair is None:
             self.button.disabled = True
@@ -708,10 +746,22 @@ class SchedulePlayground(W.VBox):
             ms = df["modelled round (ms)"].astype(float)
             df["modelled tokens/s"] = (1000 * (df["A"] + 1) / ms).where(ms > 0)
             df["same decisions as"] = df.get("same decisions as", pd.Series([""] * len(df))).fillna("")
+            now = self.replayed or self.controls()
+            ours = prune_budget(now["prune"], now["budget"])
+            df.insert(2, "pruning (budget)", [prune_budget(self.cfg.get("prune"), self.cfg.get("budget")) if s == "recorded run"
+                                              else "—" if s == "plain decoding" else ours for s in df["setting"]])
         df.attrs["warning"] = self.plain_warning()
         df.attrs["modelled_on"] = self.modelled_on
+        df.attrs["recorded"] = self.recorded_words(rec)
         df.attrs["repeats"] = int(self.replayed["repeats"]) if self.replayed else int(self.repeats.value)
         return df
+
+    def recorded_words(self, rec: pd.Series | None) -> str:
+        """The recorded run's settings and the profile its rounds were priced on, in words."""
+        from treegraft_lab.viz.caption import profile_words
+
+        on = profile_words(str(rec["modelled_on"])) if rec is not None and "modelled_on" in rec else "its profile"
+        return f"{settings_words(self.cfg)}, priced on {on}"
 
     def styled_table(self, df: pd.DataFrame | None = None) -> Any:
         """`table_frame()` for display, headers in words: the measured columns under "measured here
@@ -719,7 +769,9 @@ class SchedulePlayground(W.VBox):
         df = self.table_frame() if df is None else df
         on = df.attrs.get("modelled_on") or self.modelled_on or "the profile"
         n = df.attrs.get("repeats", 1)
-        wide = df.drop(columns=["eta low", "eta high", "speedup low", "speedup high"], errors="ignore").copy()
+        wide = df.drop(columns=["eta low", "eta high", "speedup low", "speedup high", "pruning (budget)"], errors="ignore").copy()
+        if "pruning (budget)" in df:  # each row's pruning rule and budget, in its setting cell (the table fits 848 px)
+            wide["setting"] = [s if p == "—" else f"{s} · {p}" for s, p in zip(df["setting"], df["pruning (budget)"])]
         spread = [f"{lo:.1f}–{hi:.1f}" if hi > lo else "—" for lo, hi in zip(df["eta low"], df["eta high"])]
         wide.insert(list(wide.columns).index("eta (tokens/s)") + 1, "eta range", spread)
         if "speedup" in df.columns:
@@ -735,7 +787,9 @@ class SchedulePlayground(W.VBox):
         top |= {c: "modelled on the profile" for c in ("modelled round (ms)", "modelled tokens/s")}
         wide.columns = pd.MultiIndex.from_tuples([(top.get(c, ""), names.get(c, c)) for c in wide.columns])
         ms = [c for c in wide.columns if c[1] in ("draft (ms)", "verify (ms)", "round (ms)")]
-        caption = f"modelled on {on}; measured on this machine, {n} replay{'s' if n != 1 else ''} per setting"
+        now = self.replayed or self.controls()
+        caption = (f"replays: {PRUNE_WORDS[now['prune']]}, budget {now['budget']}, modelled on {on}; measured on this machine, {n} replay{'s' if n != 1 else ''} per setting. Recorded run: "
+                   f"{df.attrs.get('recorded', '')}")
         return (styled(wide, ms=ms, decimals=2).hide(axis="index").set_caption(caption)
                 .set_table_styles(GROUPED_CSS, overwrite=False))
 
@@ -767,10 +821,12 @@ class SchedulePlayground(W.VBox):
 
     def _draw(self) -> None:
         if self.show.value in self.results:
-            fig = tree_figure(self.results[self.show.value][1], 0, scroll=True)
+            fig = tree_figure(self.results[self.show.value][1], 0, scroll=True, caption=None)  # named above the table
             plain = fig.layout.title.text.replace("<br>", " ").replace(" ·  ", " · ")
-            retitle(fig, f"{self.show.value}: " + plain.replace("round 0", f"replay of round {self.round_idx}", 1))
-            self.figure = draw(self.plot, fig)
+            now = self.replayed or self.controls()
+            retitle(fig, f"{self.show.value}, {PRUNE_WORDS[now['prune']]}, budget {now['budget']}: "
+                    + plain.replace("round 0", f"replay of round {self.round_idx}", 1))
+            self.figure = self.plot.show(fig)
 
 
 GROUPED_CSS = [{"selector": "th.col_heading", "props": "white-space: normal"},  # headers wrap: the table fits 848 px

@@ -11,6 +11,7 @@ Margins are in tokens/s: g_psi predicts a throughput gain in tokens per ms, show
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -19,12 +20,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from treegraft_lab.schedule.context import StepContext
-from treegraft_lab.viz.tree import COLORS
+from treegraft_lab.viz.tree import COLORS, wrap_title
 
 PER_S = 1000.0  # g_psi is in tokens per ms
 BOUNDS = {"frontier_leaf_ratio": (0, 1), "past_depth_ratio": (0, 1), "reselect_overlap": (0, 1), "root_match": (0, 1),
           "ngram_match": (0, 1), "recent_hit_rate": (0, 1), "mean_frontier_depth": (0, None), "collapse_debt": (0, None),
           "score_spread": (0, None), "mean_path_score": (None, 0), "t_tgt_ms": (1, None), "t_mid_ms": (1, None)}
+CAPTION_PX = 900  # the caption under the title wraps at about 110 characters (it is set smaller than the title)
 SCALE = [[0.0, COLORS["small"]], [0.5, "#ffffff"], [1.0, COLORS["mid"]]]  # skip: small drafter blue; call: mid orange
 
 
@@ -81,12 +83,14 @@ def slice_scores(policy, art, base: dict[str, float], sx: str, sy: str, xs, ys) 
     return z
 
 
-def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[str, str]]) -> tuple[go.Figure, list[str]]:
+def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[str, str]],
+                    caption: str = "") -> tuple[go.Figure, list[str]]:
     """A 2 x 2 grid of g_psi planes at the recorded medians of `step`, the g = 0 contour, and the
     recorded decisions of that step. Returns the figure and one note per plane where g keeps one sign.
     Steps the decoder did not ask the scheduler about (a generation's first round) are left out of
     the medians and the markers; the title says how many. A run with no asked step at `step` (one
-    round only) falls back to its unasked steps, and the title says so."""
+    round only) falls back to its unasked steps, and the title says so. `caption`: a line under the
+    title naming the pair, settings and profile (`viz.caption.named`)."""
     art = policy.artifact
     asked = inputs[inputs["recorded g"].notna()]
     left = int((inputs["step"] == step).sum() - (asked["step"] == step).sum())
@@ -135,8 +139,15 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 12,
                                                                                           "color": color}))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="g = 0 (the boundary)", line={"color": "black", "width": 2}))
-    fig.update_layout(height=760, margin={"l": 60, "r": 20, "t": 90 if out else 70, "b": 110},
-                      title={"text": f"g_psi before draft step {step}, other inputs at this run's medians for step {step}{out}",
+    lines = wrap_title(html.escape(caption, quote=False), CAPTION_PX).split("<br>") if caption else []
+    named = "".join(f"<br><sup>{line}</sup>" for line in lines)
+    # the title starts below plotly's toolbar (34 px, and plotly draws a title of several lines ~12 px higher);
+    # each of its lines has its own row above the subplot titles
+    top, height = 46 + 24 + 20 * (len(lines) + bool(out)) + 34, 760 + 20 * len(lines)
+    fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": top, "b": 110},
+                      title={"text": f"g_psi before draft step {step}, other inputs at this run's medians for step {step}"
+                                     f"{named}{out}", "yref": "container", "y": 1 - 46 / height,
+                             "yanchor": "top",
                              "font": {"size": 14}},
                       legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top", "font": {"size": 11}})
     return fig, notes

@@ -46,6 +46,9 @@ FONT_SIZE = 10
 CHAR_W = 0.62 * FONT_SIZE  # px per character of the monospace label font (DejaVu Sans Mono: 0.602 em)
 LEAF_PX, ROW_PX = 34, 78  # preferred px per leaf column and per depth row
 MARGIN = {"l": 10, "r": 175, "t": 62, "b": 10, "autoexpand": False}  # r: the legend; t: toolbar, then one title line
+SCROLL_MARGIN_R = 12  # px right of the plot of a figure in a scrolling box (its legend is docked outside the box)
+ACCEPTED_LABEL_PX = 8.1 * CHAR_W  # an accepted node's label: up to 8 characters
+EDGE_PX = ACCEPTED_LABEL_PX / 2 + 5  # px at least between an outermost node and its plot's edge: an accepted label fits
 TOOLBAR_PX = 30  # plotly's toolbar (shown on hover) takes the top 25 px of the right half: the title starts below it
 MULTILINE_SHIFT_PX = 12
 TITLE_SIZE, TITLE_LINE_PX = 14, 19
@@ -65,26 +68,34 @@ HALO = "0 0 2px white, 0 0 2px white"  # a white halo: a label stays readable wh
 def tidy_layout(rows: pd.DataFrame) -> dict[int, tuple[float, float]]:
     """Top-down tidy layout: leaves spaced one unit apart in depth-first order, parents centred.
 
-    Children are ordered by path score (best first), so the most likely branch runs down the left.
+    Children are ordered accepted first, then by path score (best first), and the root, its first
+    child, that child's first child and so on sit above their first child: the accepted path runs
+    straight down the left edge from the root, so a view opened at its left shows the root and the
+    whole accepted path however wide the tree.
     Returns node -> (x, y) with y = -depth.
     """
     g = nx.DiGraph()
     score = dict(zip(rows["node"], rows["score"]))
+    accepted = set(rows["node"][rows["accepted"].astype(bool)]) if "accepted" in rows else set()
     g.add_nodes_from(rows["node"])
     g.add_edges_from((p, v) for v, p in zip(rows["node"], rows["parent"]) if p >= 0)
     pos: dict[int, tuple[float, float]] = {}
     next_leaf = 0
 
     def best_first(children):
-        return sorted(children, key=lambda c: (-score[c], c))
+        return sorted(children, key=lambda c: (c not in accepted, -score[c], c))
 
     roots = sorted(v for v in g if g.in_degree(v) == 0)
     for r in roots:
         depth = nx.single_source_shortest_path_length(g, r)
+        spine, v = {r}, r
+        while g.out_degree(v):
+            v = best_first(g.successors(v))[0]
+            spine.add(v)
         for v in nx.dfs_postorder_nodes(g, r, sort_neighbors=best_first):
             kids = [pos[u][0] for u in g.successors(v)]
             if kids:
-                x = (min(kids) + max(kids)) / 2
+                x = min(kids) if v in spine else (min(kids) + max(kids)) / 2
             else:
                 x, next_leaf = float(next_leaf), next_leaf + 1
             pos[v] = (x, -float(depth[v]))
@@ -163,6 +174,11 @@ def fit_label(text: str, room_px: float) -> str:
     return out + "…" if len(out) >= 1 and label_width(out + "…") <= room_px else ""
 
 
+def whole_label(text: str) -> str:
+    """The label an accepted node shows: its token whole, up to 8 characters (longer: 7 and an ellipsis)."""
+    return fit_label(short_token(str(text)), ACCEPTED_LABEL_PX) or short_token(str(text))[:1]
+
+
 def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, xr: list, pad: float = 4.0) -> dict[int, str]:
     """Labels that cannot overlap: each gets at most the distance to its nearest same-row neighbour,
     and stays inside the x range `xr` (plotly clips text at the axes). Nodes on the accepted path
@@ -182,7 +198,7 @@ def fit_labels(rows: pd.DataFrame, pos: dict, px_per_x: float, xr: list, pad: fl
             edge = 2 * min(x - xr[0], xr[1] - x) * px_per_x
             room = edge - pad
             if v in must:  # an accepted token shows whole (up to 8 characters); its neighbours' labels give way
-                room = min(room, 8.1 * CHAR_W)
+                room = min(room, ACCEPTED_LABEL_PX)
             near = [xs[j] for j in (i - 1, i + 1) if 0 <= j < len(xs)] + [(xu, u) for xu, u in xs if u in must and u in used]
             for xu, u in near if v not in must else ():  # the next labels, and the accepted one however wide
                 d = abs(x - xu) * px_per_x
@@ -251,10 +267,12 @@ def _edges(rows: pd.DataFrame, pos: dict, mask: pd.Series, name: str, color: str
 
 
 def _custom(rows: pd.DataFrame) -> list[list]:
-    """Per point [node, created step, kept, accepted, folded, depth]: what the browser checks read."""
+    """Per point [node, created step, kept, accepted, folded, depth, whole label of an accepted node
+    ("" for the others)]: what the browser checks read."""
     fold = rows["drafted_by"] == "fold"
-    return [[-1 if f else int(v), int(c), int(bool(k)), int(bool(a)), int(f), int(d)] for v, c, k, a, f, d in
-            zip(rows["node"], rows["created_step"], rows["kept"], rows["accepted"], fold, rows["depth"])]
+    return [[-1 if f else int(v), int(c), int(bool(k)), int(bool(a)), int(f), int(d), whole_label(t) if a and p >= 0 else ""]
+            for v, c, k, a, f, d, t, p in zip(rows["node"], rows["created_step"], rows["kept"], rows["accepted"], fold,
+                                              rows["depth"], rows["text"], rows["parent"])]
 
 
 def tree_traces(rows: pd.DataFrame, pos: dict, labels: dict[int, str], final: bool) -> list[go.Scatter]:
@@ -334,19 +352,30 @@ def _round_rows(run, round: int, step: int | None, run_id: int) -> pd.DataFrame:
     return rows
 
 
+def _margin(scroll: bool) -> dict:
+    """The figure's margins: a figure in a sideways-scrolling box has no legend of its own (the
+    box shows it, docked outside the scrolled area: `legend_html`), so no room on the right for one."""
+    return {**MARGIN, "r": SCROLL_MARGIN_R} if scroll else MARGIN
+
+
 def _canvas(pos: dict, width: int | None = None, depth: int | None = None,
             scroll: bool = False) -> tuple[int, int, float, list, list]:
     """Width, height, px per x unit and axis ranges; `depth`: draw rows down to this depth only;
-    `scroll`: LEAF_PX per leaf column however wide that gets (for a horizontally scrolling box)."""
+    `scroll`: LEAF_PX per leaf column however wide that gets (for a horizontally scrolling box).
+    The x range leaves EDGE_PX between the outermost nodes and the plot's edge at any width, so
+    no marker or accepted label there is cut."""
     xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
     ys = ys if depth is None else [y for y in ys if y >= -depth] or [0.0]
+    m = _margin(scroll)
     n_cols = max(xs) - min(xs) + 1
-    natural = max(LEAF_PX * (n_cols + 1.4) + MARGIN["l"] + MARGIN["r"], 640)
+    natural = max(LEAF_PX * (n_cols + 1.4) + m["l"] + m["r"], 640)
     width = width or int(natural if scroll else min(natural, MAX_WIDTH))
-    height = int(ROW_PX * (max(-min(ys), 1) + 1) + MARGIN["t"] + MARGIN["b"] + 20)
+    height = int(ROW_PX * (max(-min(ys), 1) + 1) + m["t"] + m["b"] + 20)
     height = max(height, MIN_HEIGHT)  # the legend's 11 entries fit without a scroll bar
-    xr = [min(xs) - 0.7, max(xs) + 0.7]
-    px_per_x = (width - MARGIN["l"] - MARGIN["r"]) / (xr[1] - xr[0])
+    plot_w, span = width - m["l"] - m["r"], max(xs) - min(xs)
+    pad = max(0.7, EDGE_PX * span / (plot_w - 2 * EDGE_PX)) if span > 0 else 0.7
+    xr = [min(xs) - pad, max(xs) + pad]
+    px_per_x = plot_w / (xr[1] - xr[0])
     yr = [min(ys) - 0.45, 0.3]
     return width, height, px_per_x, xr, yr
 
@@ -368,7 +397,7 @@ def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> st
 
 def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stable: bool = True,
                 show_pruned: bool = True, width: int | None = None, max_children: int | None = MAX_CHILDREN,
-                scroll: bool = False) -> go.Figure:
+                scroll: bool = False, caption: str | None = "") -> go.Figure:
     """The draft tree of `round` after draft `step` (None: the final pruned and verified tree).
 
     stable: lay out every node the round ever created, so nodes keep their place from step to
@@ -376,8 +405,13 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     width in px (default: by leaf count, at most MAX_WIDTH unless `scroll`); labels are fitted
     to it. max_children: pruned children drawn per parent, the rest folded into one "+m" node
     (None: all); kept nodes are always drawn. scroll: as wide as the tree needs (LEAF_PX per
-    leaf), for a box that scrolls sideways.
+    leaf), for a box that scrolls sideways. caption: the line under the title naming the pair,
+    prompt, settings and profile ("": the run's own, `caption.run_caption`; None: none, for a
+    view that names them beside the figure).
     """
+    from treegraft_lab.viz.caption import run_caption
+
+    caption = run_caption(run, run_id) if caption == "" else caption
     final_rows = _round_rows(run, round, None, run_id)
     rows = final_rows if step is None else _round_rows(run, round, step, run_id)
     if step is None and not show_pruned:
@@ -390,7 +424,10 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
     fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
-    _style(fig, width, height, xr, yr, wrap_title(_title(run, round, step, run_id, depth_max), width))
+    _style(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, width), scroll=scroll)
+    if scroll:  # no legend entry at all (plotly was seen to draw the legend after a redraw despite showlegend=False)
+        for t in fig.data:
+            t.meta, t.showlegend = ("legend key" if t.showlegend else None), False
     return fig
 
 
@@ -431,27 +468,70 @@ def retitle(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
-def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: str, lines: int | None = None) -> None:
+def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: str, lines: int | None = None,
+           scroll: bool = False) -> None:
     """Axes, legend and a title that starts below plotly's toolbar and wraps to the figure's width;
-    the top margin (and the height) grow by `lines` title lines (default: this title's)."""
+    the top margin (and the height) grow by `lines` title lines (default: this title's). `scroll`:
+    no legend in the figure (the scrolling box docks it outside, `legend_html`)."""
     axis = {"visible": False, "showgrid": False, "zeroline": False, "fixedrange": False}
     extra = TITLE_LINE_PX * ((lines or title_lines(title)) - 1)
+    m = _margin(scroll)
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "container",
                "y": _title_y(title, height + extra), "yanchor": "top", "font": {"size": TITLE_SIZE}},
         width=width, height=height + extra,
-        margin={**MARGIN, "t": MARGIN["t"] + extra}, plot_bgcolor="white", paper_bgcolor="white",
+        margin={**m, "t": m["t"] + extra}, plot_bgcolor="white", paper_bgcolor="white", showlegend=not scroll,
         xaxis={**axis, "range": xr}, yaxis={**axis, "range": yr},
-        legend={"x": 1 + 8 / (width - MARGIN["l"] - MARGIN["r"]), "xanchor": "left", "y": 1.0, "font": {"size": 11},
+        legend={"x": 1 + 8 / (width - m["l"] - m["r"]), "xanchor": "left", "y": 1.0, "font": {"size": 11},
                 "itemsizing": "constant"},  # 8 px right of the plot at any width
         hoverlabel={"font": {"family": FONT, "size": 11}, "align": "left"},
     )
 
 
+def _key_svg(t: go.Scatter) -> str:
+    """A 16 px picture of one legend entry: a line, or a marker in its symbol, colour and outline."""
+    if t.mode == "lines":
+        return (f'<line x1="1" y1="8" x2="15" y2="8" stroke="{t.line.color}" '
+                f'stroke-width="{min(t.line.width or 2, 5)}"/>')
+    m = t.marker
+    r = min((m.size or 11) / 2, 7)
+    fill, op = m.color, m.opacity if isinstance(m.opacity, (int, float)) else 1
+    ring = f'stroke="{m.line.color}" stroke-width="{m.line.width}"' if m.line and m.line.width else 'stroke="none"'
+    if m.symbol == "x":
+        d = r * 0.8
+        return (f'<path d="M{8 - d} {8 - d}L{8 + d} {8 + d}M{8 - d} {8 + d}L{8 + d} {8 - d}" stroke="{fill}" '
+                f'stroke-width="3" opacity="{op}"/>')
+    if m.symbol == "square":
+        return f'<rect x="{8 - r}" y="{8 - r}" width="{2 * r}" height="{2 * r}" fill="{fill}" opacity="{op}" {ring}/>'
+    if m.symbol == "diamond":
+        return f'<path d="M8 {8 - r}L{8 + r} 8L8 {8 + r}L{8 - r} 8Z" fill="{fill}" opacity="{op}" {ring}/>'
+    return f'<circle cx="8" cy="8" r="{r - (m.line.width or 0) / 2 if m.line else r}" fill="{fill}" opacity="{op}" {ring}/>'
+
+
+def legend_html(fig: go.Figure) -> str:
+    """The legend of a tree figure as one wrapping HTML line, for a box that scrolls the figure
+    sideways: docked outside the scrolled area, it stays in view wherever the reader scrolls."""
+    items = [f'<span style="display:inline-flex;align-items:center;gap:4px;margin-right:14px;white-space:nowrap">'
+             f'<svg width="16" height="16" viewBox="0 0 16 16">{_key_svg(t)}</svg>{html.escape(t.name)}</span>'
+             for t in fig.data if t.showlegend or t.meta == "legend key"]
+    return f'<div class="tg-legend" style="font-size:12px;line-height:20px;color:#333">{"".join(items)}</div>'
+
+
+def captioned(title: str, caption: str | None, width: int) -> str:
+    """`title` (wrapped) with `caption` below it in smaller grey lines, both wrapped to `width` px."""
+    lines = wrap_title(html.escape(caption, quote=False), width).split("<br>") if caption else []
+    return "<br>".join([wrap_title(title, width)] + [f'<span style="font-size:12px;color:#444">{x}</span>' for x in lines])
+
+
 def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, width: int | None = None,
-                     max_children: int | None = MAX_CHILDREN) -> go.Figure:
+                     max_children: int | None = MAX_CHILDREN, caption: str | None = "") -> go.Figure:
     """One frame per draft step of `round`, then the pruned and verified tree; play and slider.
-    max_children: children drawn per parent, the rest folded into one "+m" node (None: all)."""
+    max_children: children drawn per parent, the rest folded into one "+m" node (None: all).
+    caption: the line under the title naming the pair, prompt, settings and profile ("": the
+    run's own, `caption.run_caption`; None: none)."""
+    from treegraft_lab.viz.caption import run_caption
+
+    caption = run_caption(run, run_id) if caption == "" else caption
     final_rows = _round_rows(run, round, None, run_id)
     shown = shown_nodes(final_rows, max_children) if max_children else None
     final_rows = fold(final_rows, shown) if shown else final_rows
@@ -463,7 +543,7 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
         rows = final_rows if k is None else _round_rows(run, round, int(k), run_id)
         rows = fold(rows, shown) if shown and k is not None else rows
         name = "verify" if k is None else f"step {k}"
-        title = wrap_title(_title(run, round, None if k is None else int(k), run_id, int(max(steps))), width)
+        title = captioned(_title(run, round, None if k is None else int(k), run_id, int(max(steps))), caption, width)
         frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=k is None),
                                layout={"title": {"text": title}}))
     fig = go.Figure(data=frames[0].data, frames=frames)
