@@ -196,8 +196,8 @@ def small_step_ms(tokenizer=None, context: int = 2000, width: int = 10, repeats:
 def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
     """Measure this device's profile for `pair` (target curve, mid curve if it has a mid, n-gram step):
     each size timed `repeats` times by `forward_times`; the profile keeps the medians, n, the
-    spread of the repeats (`rel_spread`, median over the sizes of at least JUDGED_MS; None when no
-    forward is that long) and the date. Not checked: see `measure_checked`."""
+    spread of the repeats (`rel_spread`, median over the sizes of at least JUDGED_MS; None unless
+    most forwards are that long: tiny models are timed, not judged) and the date. Not checked: see `measure_checked`."""
     mid = getattr(pair, "mid", None)
     jobs = [("target", n) for n in TARGET_SIZES] + ([("mid", n) for n in MID_SIZES] if mid is not None else [])
     curves: dict[str, dict[int, float]] = {"target": {}, "mid": {}}
@@ -219,20 +219,24 @@ def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
     when = time.strftime("%Y-%m-%d %H:%M")
     return DeviceProfile(f"{getattr(pair, 'name', 'pair')}@{key['device']}-{digest(key)[:6]}", curves["target"],
                          curves["mid"], small, words, f"measured {when}", CONTEXT, key, n=repeats,
-                         spread=statistics.median(spreads) if spreads else None, measured=when)
+                         spread=statistics.median(spreads) if 2 * len(spreads) >= len(jobs) else None, measured=when)
 
 
 # ---------------------------------------------------------------------------- sanity
-MAX_SPREAD = 0.5  # repeated timings of one forward must agree within 50% (max - min over the median; a busy CPU)
+MAX_SPREAD = 0.5  # repeated timings of one forward must agree within 50% (interquartile range over the median)
 JUDGED_MS = 20.0  # the spread is judged over forwards of at least 20 ms (a busy OS slices time finer than that)
 MID_SMALLER = 0.5  # a mid drafter with at most half the target's compute must measure cheaper than it
 ORDER_CHECK = "a mid forward costs less than a target forward of as many tokens"
 
 
 def rel_spread(times: list[float]) -> float:
-    """How much repeated timings of one thing disagree: (max - min) / median (0: identical)."""
+    """How much repeated timings of one thing disagree: their interquartile range over their median
+    (0: identical; one preempted repeat of five moves it little)."""
     med = statistics.median(times)
-    return (max(times) - min(times)) / med if med > 0 else 0.0
+    if len(times) < 2 or med <= 0:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return (q3 - q1) / med
 
 
 def compute_params(model) -> int:
