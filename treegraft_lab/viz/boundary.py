@@ -96,7 +96,7 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
     grids = [(sx, sy, *(xs := axis_values(sx, art, inputs[sx]), ys := axis_values(sy, art, inputs[sy])),
               slice_scores(policy, art, base, sx, sy, xs, ys)) for sx, sy in pairs]
     lim = max(float(np.abs(g[4]).max()) for g in grids) or 1.0
-    fig = make_subplots(2, 2, subplot_titles=[f"{words(sx)} × {words(sy)}" for sx, sy in pairs], horizontal_spacing=0.1,
+    fig = make_subplots(2, 2, horizontal_spacing=0.1,  # no plane titles: each axis names its input in words
                         vertical_spacing=0.17)
     notes = []
     out = (f"<br><sup>{left} first-round step(s) left out: the scheduler is not asked there</sup>"
