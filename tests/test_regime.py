@@ -263,7 +263,7 @@ def test_where_when_pays_is_a_sentence_computed_from_the_speedups_over_the_bette
 def test_a_schedule_decoded_at_one_ratio_is_drawn_large_on_top_and_named_in_words():
     import pandas as pd
 
-    from treegraft_lab.viz.regime import regime_figure
+    from treegraft_lab.viz.regime import PANELS, regime_figure
 
     rows = [{"ratio": r, "schedule": s, "speedup": 3.6, "A": 3.0, "mid_calls_per_round": 1.0}
             for r in (0.2, 0.6, 1.0) for s in ("all-small", "adaptive-family")]
@@ -274,3 +274,4 @@ def test_a_schedule_decoded_at_one_ratio_is_drawn_large_on_top_and_named_in_word
     others = [ln for name, ln in lines.items() if ln is not single]
     assert "adaptive: family scheduler (reads T_tgt, T_mid)" in lines
     assert all(single.get_zorder() > ln.get_zorder() and single.get_markersize() > ln.get_markersize() for ln in others)
+    assert [ax.get_title() for ax in fig.axes[:3]] == [title for _, title in PANELS]  # the panels keep their titles

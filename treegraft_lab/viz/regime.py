@@ -38,9 +38,9 @@ def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, floa
             color, ls, marker = STYLE.get(name, (None, "-", "."))
             g = g.sort_values("ratio")
             one = g["ratio"].nunique() == 1  # a single point: drawn large and on top, not hidden under the lines
-            label = LABELS.get(name, name) + (f" (one ratio, {g['ratio'].iloc[0]:g})" if one else "")
+            words = LABELS.get(name, name) + (f" (one ratio, {g['ratio'].iloc[0]:g})" if one else "")
             ax.plot(g["ratio"], g[col], ls=ls, marker=marker, color=color, ms=12 if one else 5, mew=2.5 if one else 1,
-                    lw=1.6, label=label, zorder=6 if one else 2)
+                    lw=1.6, label=words, zorder=6 if one else 2)
         if band:
             lo, hi = _band_edges(ratios, band)
             ax.axvspan(lo, hi, color="#2ca02c", alpha=0.12, lw=0, label="oracle >= 1.05x both endpoints")
