@@ -280,3 +280,25 @@ def test_every_profile_line_names_n_spread_date_and_the_mid_against_the_target()
     assert "⚠ a mid forward of 1 tokens" in profile_line(insane)
     assert 'data-mid-ms="120.000" data-target-ms="66.700" data-order="checked"' in profile_html(insane)
     assert ProfileLine(a100).button.disabled and not ProfileLine(here, pair=object()).button.disabled
+
+
+def test_the_re_measure_button_measures_again_and_shows_the_new_profile_or_why_it_was_refused(monkeypatch):
+    from treegraft_lab.widgets import ProfileLine
+
+    key = {"hardware": "Intel Xeon", "dtype": "float32", "threads": 2}
+    old, new = (costs.DeviceProfile(name, {1: 100.0, 128: 200.0}, {1: 30.0, 400: 90.0}, 0.5, key=key, n=5, spread=0.1,
+                                    measured=when, checked=[measure.ORDER_CHECK]) for name, when in
+                (("old", "2026-12-01 09:00"), ("new", "2026-12-04 10:00")))
+    asked, changed = [], []
+    monkeypatch.setattr(measure, "for_pair", lambda pair, refresh=False, progress=True: asked.append(refresh) or new)
+    line = ProfileLine(old, pair=object(), on_change=changed.append)
+    line.button.click()
+    assert asked == [True] and changed == [new] and "measured 2026-12-04 10:00" in line.text.value
+
+    def refused(pair, refresh=False, progress=True):
+        raise TreeGraftError("the device profile of x failed its sanity check twice: ...")
+
+    monkeypatch.setattr(measure, "for_pair", refused)
+    line.button.click()
+    assert "failed its sanity check twice" in line.text.value and "measured 2026-12-04 10:00" in line.text.value
+    assert not line.button.disabled
