@@ -4,7 +4,8 @@ Each notebook runs all its cells under SMOKE=1 (BROWSER_SMOKE=0: the full sizes)
 viewer's sliders and pruning switch, the animation's play button, the playground's toggles and
 replay). Then every cell is looked at on screen: no matplotlib figure left as text, no widget
 loading or broken, nothing wider than its output area, no legend or plot control outside its
-figure, no two controls on top of each other. Screenshots of every cell go to
+figure, no two controls on top of each other, no "nan" in a table or verdict, every profile line with its n,
+spread and date and a mid drafter cheaper than the target. Screenshots of every cell go to
 test-artifacts/browser/. A broken twin notebook shows that each check does fail.
 Needs /usr/bin/chromium (`make browser-deps` installs it; this test tries apt-get itself otherwise).
 """
@@ -164,6 +165,16 @@ CHECKS_JS = r"""
     for (let j = i + 1; j < ctrls.length; j++)
       if (hit(ctrls[i][1], ctrls[j][1]))
         out.push(['controls-overlap', `${ctrls[i][0].innerText.slice(0, 30)} / ${ctrls[j][0].innerText.slice(0, 30)}`]);
+  for (const o of cell.querySelectorAll('.jp-OutputArea-output')) {  // a table cell or verdict reading nan, NaN, nanx
+    const t = o.innerText || '', m = /(^|[^a-z])nan(x|%)?(?![a-z])/i.exec(t);
+    if (m) out.push(['nan-shown', t.slice(Math.max(0, m.index - 40), m.index + 20).replace(/\s+/g, ' ')]);
+  }
+  for (const p of cell.querySelectorAll('.tg-profile')) {  // a profile line: its n and date, a mid cheaper than the target
+    const t = p.innerText || '', mid = parseFloat(p.dataset.midMs), tgt = parseFloat(p.dataset.targetMs);
+    if (!/n=\d+|n and spread not recorded/.test(t) || !/measured \d{4}-\d{2}-\d{2}|derived/.test(t))
+      out.push(['profile-undated', t.slice(0, 80)]);
+    if (p.dataset.order === 'checked' && mid >= tgt) out.push(['profile-insane', `mid ${mid} ms, target ${tgt} ms: ${t.slice(0, 60)}`]);
+  }
   return out;
 }
 """
@@ -211,6 +222,7 @@ def broken_twin(tiny_run: str | None = None) -> nbformat.NotebookNode:
         "'schedule': ['all-small'] * 2, 'speedup': [2.0, 2.0], 'A': [3.0, 3.0], 'mid_calls_per_round': [0.0, 0.0]}))\n"
         "f.set_size_inches(26, 7)\nf",  # the regime map drawn far wider than the screen
         *[code for code, _ in OTHER_TWINS],
+        *[code for code, _ in PROFILE_TWINS],
     ]
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
         "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}})
@@ -273,10 +285,24 @@ OTHER_TWINS = [  # defects the page-level checks catch (not look()'s cell checks
      "sticky.changed = lambda: {'budget': (12, 13)}  # the defect: the cue never clears\n"
      "sticky.add_class('tg-twin-sticky')\nsticky", "stale-cue-not-cleared"),
 ]
+PROFILE_TWINS = [  # a profile line or a table/verdict with one defect each, and the real ones clean
+    ("from treegraft_lab import costs\nfrom treegraft_lab.widgets import ProfileLine\n"
+     "ProfileLine(costs.load('a100-paper').scaled(mid=3.0))  # a mid call dearer than a target step", "profile-insane"),
+    ("from IPython.display import HTML\nHTML('<div class=\"tg-profile\" data-order=\"checked\" data-mid-ms=\"40\" "
+     "data-target-ms=\"66.7\">profile paper A100: a mid forward of 64 tokens 40.0 ms vs 66.7 ms</div>')  # no n, no date",
+     "profile-undated"),
+    ("ProfileLine(costs.load('a100-paper'))", None),
+    ("pd.DataFrame({'speedup': [1.2, float('nan')]})", "nan-shown"),
+    ("from IPython.display import Markdown\nMarkdown('the verdict: all-mid (nanx)')", "nan-shown"),
+    ("from treegraft_lab import workbench as wb\nwb.styled(pd.DataFrame({'speedup': [1.2, float('nan')]}))", None),
+]
 TWIN_EXPECT = [None, "matplotlib-text", "widget-not-shown", "wider-than-output", "wider-than-output", "outside-figure",
-               "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS] + ["image-shrunk"] + [None] * len(OTHER_TWINS)
+               "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS] + ["image-shrunk"] + [
+    None] * len(OTHER_TWINS) + [kind for _, kind in PROFILE_TWINS]
 NAMED = {"05_scheduler_boundary.ipynb": ".js-plotly-plot"}  # views named by pair and profile besides trees, viewer, playground
-WORDS = {"01_step_through.ipynb", "02_tree_growth_animation.ipynb", "06_schedule_playground.ipynb", TWIN}  # headers in words
+WORDS = {"01_step_through.ipynb", "02_tree_growth_animation.ipynb", "05_scheduler_boundary.ipynb", "06_schedule_playground.ipynb",
+         "08_where_when_matters.ipynb", TWIN}  # headers and axis titles in words
+PROFILED = {"05_scheduler_boundary.ipynb", "06_schedule_playground.ipynb", "08_where_when_matters.ipynb"}  # show a profile line
 
 
 @pytest.fixture(scope="module")
@@ -704,6 +730,7 @@ def test_notebook_shows_what_it_claims_in_the_browser(browser, lab, name):
             raise
         wait_widgets(page)
     problems = look(page, name)
+    profiles = page.locator(".tg-profile").count()
     page.screenshot(path=str(ARTIFACTS / f"page_{name.removesuffix('.ipynb')}.png"))
     if name in README_SHOTS:  # `make screenshots` copies these to docs/img/
         selector, shot = README_SHOTS[name]
@@ -711,5 +738,6 @@ def test_notebook_shows_what_it_claims_in_the_browser(browser, lab, name):
         page.locator(selector).first.screenshot(path=str(ARTIFACTS / "readme" / f"{shot}.png"))
     page.close()
     assert not tracebacks, tracebacks[:2]
+    assert name not in PROFILED or profiles, f"{name} decides on a profile but shows no profile line (n, spread, date)"
     assert not problems, "\n".join(f"cell {i}: {kind}: {detail}" for i, kind, detail in problems)
     assert not browser[1], f"requests to outside hosts: {browser[1][:5]}"

@@ -67,7 +67,8 @@ def counted(monkeypatch):
 
     def fake(pair, progress=True, repeats=5):
         calls.append(measure.profile_key(pair))
-        return costs.DeviceProfile(f"measured-{len(calls)}", {1: 10.0, 64: 12.0}, {1: 2.0}, 0.5, "stand-in")
+        return costs.DeviceProfile(f"measured-{len(calls)}", {1: 10.0, 64: 12.0}, {1: 2.0}, 0.5, "stand-in", n=repeats,
+                                   spread=0.01)
 
     monkeypatch.setattr(measure, "measure", fake)
     return calls
@@ -195,3 +196,109 @@ def test_a_modelled_run_is_lossless_and_priced_from_its_rounds_sizes():
     assert gen.stats["modelled_tokens_per_s"] == pytest.approx(1000 * len(gen.token_ids) / (draft + verify))
 
 
+
+
+def small_mid_pair():
+    """A tiny pair whose mid drafter has a quarter of the target's layers: a profile must find it cheaper."""
+    from treegraft_lab.tiny import tiny_model
+
+    pair = tiny_pair("llama")
+    pair.target = tiny_model("llama", 64, layers=4, seed=0)
+    assert measure.mid_is_smaller(pair)
+    return pair
+
+
+def fake_timer(monkeypatch, ms):
+    """`measure.forward_times` replaced by a timing source: `ms(kind, n, call)` gives one forward's ms,
+    `call` counting the timed forwards of that kind and size so far. Returns the list of (kind, n) timed."""
+    seen = []
+
+    def times(model, n, context=costs.CONTEXT, repeats=3):
+        kind = "mid" if model.config.num_hidden_layers == 1 else "target"
+        out = []
+        for _ in range(repeats):
+            out.append(ms(kind, n, sum(s == (kind, n) for s in seen)))
+            seen.append((kind, n))
+        return out
+
+    monkeypatch.setattr(measure, "forward_times", times)
+    return seen
+
+
+def test_a_profile_whose_smaller_mid_costs_more_than_the_target_is_measured_again_then_refused(cache, monkeypatch):
+    seen = fake_timer(monkeypatch, lambda kind, n, call: (60.0 if kind == "mid" else 30.0) + n / 10)
+    with pytest.raises(TreeGraftError, match="failed its sanity check twice: a mid forward of 1 tokens .* no less than a "
+                                             "target forward .*re-measure"):
+        measure.for_pair(small_mid_pair(), progress=False)
+    assert seen.count(("mid", 1)) == 2 * 5  # measured once more before refusing
+    assert not list(cache.glob("*.json"))  # nothing insane is cached
+
+
+def test_a_noisy_measurement_is_measured_again_and_kept_with_its_n_spread_and_date(cache, monkeypatch):
+    def ms(kind, n, call):  # the first 5 timings of each size disagree by 2x, the next 5 within 3%
+        base = (30.0 if kind == "mid" else 90.0) + n / 10
+        return base * (2 if call < 5 and call % 2 else 1) if call < 5 else base * (1.03 if call % 2 else 1)
+
+    seen = fake_timer(monkeypatch, ms)
+    pair = small_mid_pair()
+    prof = measure.for_pair(pair, progress=False)
+    assert seen.count(("target", 64)) == 10  # the noisy measurement was measured again
+    assert prof.n == 5 and prof.spread == pytest.approx(0.03 / 1.03) and prof.measured.startswith(time.strftime("%Y-%m-%d"))
+    assert prof.checked == [measure.ORDER_CHECK, "repeated timings within 50%"]
+    measure._read.cache_clear()
+    back = measure.cached(pair)
+    assert (back.n, back.spread, back.measured, back.checked) == (prof.n, prof.spread, prof.measured, prof.checked)
+    monkeypatch.setattr(measure, "forward_times", lambda m, n, c=0, repeats=5: [1.0 if i % 2 else 1e3 for i in range(repeats)])
+    with pytest.raises(TreeGraftError, match=r"disagree by .* \(more than 50%\)"):
+        measure.for_pair(pair, refresh=True, progress=False)
+
+
+def test_a_cached_profile_that_is_insane_or_lacks_its_spread_is_measured_again(cache, monkeypatch):
+    seen = fake_timer(monkeypatch, lambda kind, n, call: (30.0 if kind == "mid" else 90.0) + n / 10)
+    pair = small_mid_pair()
+    for old in (costs.DeviceProfile("insane", {1: 10.0, 128: 20.0}, {1: 30.0, 400: 90.0}, 0.5, n=5, spread=0.1),
+                costs.DeviceProfile("unchecked", {1: 100.0, 128: 200.0}, {1: 30.0, 400: 90.0}, 0.5)):
+        old.save(measure.cached_path(pair))
+        measure._read.cache_clear()
+        assert measure.for_pair(pair, progress=False).name != old.name
+    assert seen.count(("mid", 1)) == 2 * 5
+
+
+def test_every_profile_line_names_n_spread_date_and_the_mid_against_the_target():
+    from treegraft_lab.widgets import ProfileLine, profile_html, profile_line
+
+    a100 = costs.load("a100-paper")
+    line = profile_line(a100)
+    assert "n=0 (not measured here)" in line and "derived from published costs" in line
+    assert "mid forward of 64 tokens 40.0 ms vs 66.7 ms for the target" in line and "⚠" not in line
+    here = costs.DeviceProfile("x", {1: 100.0, 128: 200.0}, {1: 30.0, 400: 90.0}, 0.5, "", "measured 2026-12-03 04:30",
+                               key={"hardware": "Intel Xeon", "dtype": "float32", "threads": 2}, n=5, spread=0.07,
+                               measured="2026-12-03 04:30", checked=[measure.ORDER_CHECK])
+    assert profile_line(here).startswith("profile Intel Xeon, float32, 2 threads · measured 2026-12-03 04:30: "
+                                         "n=5 timings per size, spread 7%")
+    insane = costs.load("a100-paper").scaled(mid=3.0)  # a mid call dearer than a target step
+    assert "⚠ a mid forward of 1 tokens" in profile_line(insane)
+    assert 'data-mid-ms="120.000" data-target-ms="66.700" data-order="checked"' in profile_html(insane)
+    assert ProfileLine(a100).button.disabled and not ProfileLine(here, pair=object()).button.disabled
+
+
+def test_the_re_measure_button_measures_again_and_shows_the_new_profile_or_why_it_was_refused(monkeypatch):
+    from treegraft_lab.widgets import ProfileLine
+
+    key = {"hardware": "Intel Xeon", "dtype": "float32", "threads": 2}
+    old, new = (costs.DeviceProfile(name, {1: 100.0, 128: 200.0}, {1: 30.0, 400: 90.0}, 0.5, key=key, n=5, spread=0.1,
+                                    measured=when, checked=[measure.ORDER_CHECK]) for name, when in
+                (("old", "2026-12-01 09:00"), ("new", "2026-12-04 10:00")))
+    asked, changed = [], []
+    monkeypatch.setattr(measure, "for_pair", lambda pair, refresh=False, progress=True: asked.append(refresh) or new)
+    line = ProfileLine(old, pair=object(), on_change=changed.append)
+    line.button.click()
+    assert asked == [True] and changed == [new] and "measured 2026-12-04 10:00" in line.text.value
+
+    def refused(pair, refresh=False, progress=True):
+        raise TreeGraftError("the device profile of x failed its sanity check twice: ...")
+
+    monkeypatch.setattr(measure, "for_pair", refused)
+    line.button.click()
+    assert "failed its sanity check twice" in line.text.value and "measured 2026-12-04 10:00" in line.text.value
+    assert not line.button.disabled

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 from nbclient import NotebookClient
 
@@ -162,6 +163,10 @@ def test_the_regime_notebook_at_full_size_tables_every_ratio_the_family_was_deco
     assert len(family) >= 6 and body.count("<tr>") == len(family)
     notes = " ".join(o["data"].get("text/markdown", "") for o in cell.outputs if o.output_type == "display_data")
     assert "adaptive-single, decoded at 0.6 only" in notes
+    cells = [re.findall(r"<t[hd][^>]*>\s*(.*?)\s*</t[hd]>", row) for row in re.findall(r"<tr>(.*?)</tr>", html, re.S)]
+    col = cells[0].index("family / better")  # the header row; body rows start with their ratio
+    gain = regime.when_pays(pd.Series({float(r[0]): float(r[col].rstrip("x")) for r in cells if r and r[0][:1].isdigit()}))
+    assert f"**Where WHEN pays.** {gain}" in notes and "the family scheduler beats" in gain
     (paper,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "(paper, n = 480)" in c.source]
     html = next(o["data"]["text/html"] for o in paper.outputs if o.output_type == "execute_result")
     # the paper's columns hold its numbers; ours is a named extra column with its n, never in the paper's

@@ -246,3 +246,32 @@ def test_the_oracle_walk_is_the_cheapest_of_all_walks():
         greedy = rep.walk(FLAT_MID, functools.partial(best_ratio_now, rep, FLAT_MID))["ms"]
         beaten += fixed > best + 1e-9 and greedy > best + 1e-9
     assert beaten >= 5
+
+
+def test_where_when_pays_is_a_sentence_computed_from_the_speedups_over_the_better_endpoint():
+    import pandas as pd
+
+    gain = pd.Series({0.02: 1.231, 0.0437: 1.183, 0.209: 1.030, 0.457: 0.978, 0.6: 1.017, 1.0: 1.001})
+    assert regime.when_pays(gain) == (
+        "At T_mid / T_tgt = 0.02–0.209 (1.030–1.231x) and 0.6 (1.017x) the family scheduler beats the better fixed "
+        "endpoint (all-small or all-mid); at 0.457 (0.978x) it loses to it; at 1 (1.001x) it ties with it (within 0.5%).")
+    assert regime.when_pays(gain[gain < 1]) == ("At T_mid / T_tgt = 0.457 (0.978x) the family scheduler loses to the "
+                                                "better fixed endpoint (all-small or all-mid).")
+    assert "not decoded" in regime.when_pays(pd.Series({0.1: float("nan")}))
+
+
+def test_a_schedule_decoded_at_one_ratio_is_drawn_large_on_top_and_named_in_words():
+    import pandas as pd
+
+    from treegraft_lab.viz.regime import PANELS, regime_figure
+
+    rows = [{"ratio": r, "schedule": s, "speedup": 3.6, "A": 3.0, "mid_calls_per_round": 1.0}
+            for r in (0.2, 0.6, 1.0) for s in ("all-small", "adaptive-family")]
+    rows.append({"ratio": 0.6, "schedule": "adaptive-single", "speedup": 3.6, "A": 3.0, "mid_calls_per_round": 1.0})
+    fig = regime_figure(pd.DataFrame(rows))
+    lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
+    single = lines["adaptive: single-profile scheduler (one ratio, 0.6)"]
+    others = [ln for name, ln in lines.items() if ln is not single]
+    assert "adaptive: family scheduler (reads T_tgt, T_mid)" in lines
+    assert all(single.get_zorder() > ln.get_zorder() and single.get_markersize() > ln.get_markersize() for ln in others)
+    assert [ax.get_title() for ax in fig.axes[:3]] == [title for _, title in PANELS]  # the panels keep their titles

@@ -6,6 +6,7 @@ import base64
 import html
 import io
 import json
+import re
 import types
 
 import pandas as pd
@@ -460,3 +461,29 @@ def test_the_tree_box_keeps_the_figure_size_through_a_redraw_and_docks_the_legen
     assert v.plot.output.layout.min_height == f"{fig.layout.height}px"
     assert "tg-scroll" in v.plot.box._dom_classes and "new at this step" in v.plot.legend.value
     assert fig.layout.showlegend is False
+
+
+def test_the_boundary_axes_name_the_signals_in_words_from_the_one_glossary(tiny, tmp_path):
+    """Every plane's axes carry the glossary's words for its signals and costs, never their recorded names."""
+    from tests.test_scheduler import make_artifact
+    from treegraft_lab.schedule import signals
+    from treegraft_lab.schedule.adaptive import AdaptivePolicy
+    from treegraft_lab.schedule.artifact import load
+    from treegraft_lab.viz.boundary import boundary_figure, step_inputs
+
+    rows = signals.glossary([*signals.SIGNALS, "t_tgt_ms", "t_mid_ms"])
+    assert [r["recorded as"] for r in rows] == [*signals.SIGNALS, "t_tgt_ms", "t_mid_ms"]
+    snake = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)+")  # a recorded name, not words
+    assert len({r["in words"] for r in rows}) == len(rows) and not any(snake.fullmatch(r["in words"]) for r in rows)
+    folder = tmp_path / "cpu-float32-topk"
+    make_artifact(folder, pair="tiny")
+    dec = TreeGraftDecoder(tiny[0], DecodeConfig(schedule="adaptive", budget=12, scheduler_path=str(folder)))
+    with record(dec) as rec:
+        dec.generate(PROMPT, max_new_tokens=12)
+    policy = AdaptivePolicy(load(folder))
+    sig = policy.signals
+    planes = [(sig[0], sig[1]), (sig[2], sig[3]), (sig[4], sig[5]), ("t_tgt_ms", "t_mid_ms")]
+    fig, _ = boundary_figure(policy, step_inputs(rec.to_run(), policy), 3, planes)
+    titles = [fig.layout[f"{ax}axis{i or ''}"].title.text for i in (0, 2, 3, 4) for ax in "xy"]
+    assert titles == [signals.words(n) for plane in planes for n in plane]
+    assert not set(titles) & {*signals.SIGNALS, "t_tgt_ms", "t_mid_ms"}

@@ -58,6 +58,10 @@ class DeviceProfile:
     source: str = ""  # "measured <date>" or the derivation of a named profile
     context: int = CONTEXT
     key: dict = field(default_factory=dict)  # what the cache entry was measured for
+    n: int = 0  # timings per measured size (0: not measured here, e.g. derived from published costs)
+    spread: float | None = None  # repeated timings' disagreement: median over sizes of (max - min) / median
+    measured: str = ""  # when it was measured ("2026-12-03 04:30"); "" for a derived profile
+    checked: list[str] = field(default_factory=list)  # the sanity checks it passed when measured, in words
 
     def target_ms(self, tokens: float) -> float:
         return interpolate(self.target, tokens)
@@ -88,7 +92,7 @@ class DeviceProfile:
         """The profile with mid calls and target forwards `mid` / `target` times as costly."""
         return DeviceProfile(f"{self.name}*mid{mid:g}*tgt{target:g}", {n: v * target for n, v in self.target.items()},
                              {n: v * mid for n, v in self.mid.items()}, self.small_ms, self.device, self.source,
-                             self.context, dict(self.key))
+                             self.context, dict(self.key), self.n, self.spread, self.measured, list(self.checked))
 
     @property
     def label(self) -> str:
@@ -117,8 +121,11 @@ class DeviceProfile:
             mid = {int(k): float(v) for k, v in (d.get("mid") or {}).items()}
             if not target or not all(math.isfinite(v) and v > 0 for v in [*target.values(), *mid.values()]):
                 raise ValueError("curves need positive finite ms values")
+            spread = d.get("spread")
             return cls(str(d["name"]), target, mid, float(d.get("small_ms", 1.0)), str(d.get("device", "")),
-                       str(d.get("source", "")), int(d.get("context", CONTEXT)), dict(d.get("key", {})))
+                       str(d.get("source", "")), int(d.get("context", CONTEXT)), dict(d.get("key", {})),
+                       int(d.get("n", 0)), None if spread is None else float(spread), str(d.get("measured", "")),
+                       [str(c) for c in d.get("checked", [])])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TreeGraftError(f"{where} is not a usable device profile ({e}); measure one with "
                                  "`treegraft-lab profile --save FILE`") from e

@@ -7,6 +7,10 @@ caches the result on disk per (model shapes and files, device, dtype, threads, f
 `DeviceProfile` and is called once at the edge (the CLI commands, bench, widgets and notebook
 helpers); the decoder is handed the result and never measures.
 
+A measured profile is checked (`measure_checked`): a smaller mid drafter must cost less than the
+target, and repeated timings must agree within MAX_SPREAD; one that fails is measured once more,
+then refused. It keeps n, the spread and the date, which the views show beside it.
+
 `timed(fn, *args, devices=...)` is how the package times work where it measures: it synchronises
 every CUDA device the models use before and after the call (`cuda_devices`), so queued kernels
 on any of them are counted. A decoding round does not wait for its timings: `Laps` times its
@@ -132,9 +136,9 @@ def profile_key(pair) -> dict:
     return _key(t, m, pair.target.device, pair.target.dtype, getattr(pair, "forward_path", "stock"))
 
 
-def forward_ms(model, n: int, context: int = CONTEXT, repeats: int = 3) -> float:
-    """Median ms of one forward of `n` new tokens after `context` cached ones (a causal mask: a
-    tree mask of the same size costs the same)."""
+def forward_times(model, n: int, context: int = CONTEXT, repeats: int = 3) -> list[float]:
+    """ms of each of `repeats` forwards of `n` new tokens after `context` cached ones (a causal
+    mask: a tree mask of the same size costs the same), after one warm-up."""
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, model.config.vocab_size, (context + n,), generator=g).tolist()
     cache = kv.new_cache(model)
@@ -151,7 +155,12 @@ def forward_ms(model, n: int, context: int = CONTEXT, repeats: int = 3) -> float
 
     devices = cuda_devices(model)
     step()  # warm-up
-    return 1000 * statistics.median(timed(step, devices=devices)[1] for _ in range(repeats))
+    return [1000 * timed(step, devices=devices)[1] for _ in range(repeats)]
+
+
+def forward_ms(model, n: int, context: int = CONTEXT, repeats: int = 3) -> float:
+    """Median ms of one forward of `n` new tokens after `context` cached ones (`forward_times`)."""
+    return statistics.median(forward_times(model, n, context, repeats))
 
 
 def small_step_ms(tokenizer=None, context: int = 2000, width: int = 10, repeats: int = 50) -> float:
@@ -185,14 +194,21 @@ def small_step_ms(tokenizer=None, context: int = 2000, width: int = 10, repeats:
 
 
 def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
-    """Measure this device's profile for `pair` (target curve, mid curve if it has a mid, n-gram step)."""
+    """Measure this device's profile for `pair` (target curve, mid curve if it has a mid, n-gram step):
+    each size timed `repeats` times by `forward_times`; the profile keeps the medians, n, the
+    spread of the repeats (`rel_spread`, median over the sizes of at least JUDGED_MS; None unless
+    most forwards are that long: tiny models are timed, not judged) and the date. Not checked: see `measure_checked`."""
     mid = getattr(pair, "mid", None)
     jobs = [("target", n) for n in TARGET_SIZES] + ([("mid", n) for n in MID_SIZES] if mid is not None else [])
     curves: dict[str, dict[int, float]] = {"target": {}, "mid": {}}
+    spreads = []
     bar = tqdm(jobs, desc="measuring the device profile", disable=not progress, leave=False)
     with torch.inference_mode():
         for kind, n in bar:
-            curves[kind][n] = forward_ms(pair.target if kind == "target" else mid, n, CONTEXT, repeats)
+            times = forward_times(pair.target if kind == "target" else mid, n, CONTEXT, repeats)
+            curves[kind][n] = statistics.median(times)
+            if curves[kind][n] >= JUDGED_MS:  # shorter forwards: the OS scheduler's slices, not the device
+                spreads.append(rel_spread(times))
     for kind in curves:  # a forward of more tokens never costs less: a spike is noise (suffix minimum)
         sizes = sorted(curves[kind])
         for a, b in zip(sizes[-2::-1], sizes[::-1]):
@@ -200,8 +216,74 @@ def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
     key = profile_key(pair)
     small = small_step_ms(getattr(pair, "tokenizer", None))
     words = f"{key['hardware']}, {key['device']}, {key['dtype']}, {key['threads']} threads, forward path {key['forward_path']}"
+    when = time.strftime("%Y-%m-%d %H:%M")
     return DeviceProfile(f"{getattr(pair, 'name', 'pair')}@{key['device']}-{digest(key)[:6]}", curves["target"],
-                         curves["mid"], small, words, f"measured {time.strftime('%Y-%m-%d %H:%M')}", CONTEXT, key)
+                         curves["mid"], small, words, f"measured {when}", CONTEXT, key, n=repeats,
+                         spread=statistics.median(spreads) if 2 * len(spreads) >= len(jobs) else None, measured=when)
+
+
+# ---------------------------------------------------------------------------- sanity
+MAX_SPREAD = 0.5  # repeated timings of one forward must agree within 50% (interquartile range over the median)
+JUDGED_MS = 20.0  # the spread is judged over forwards of at least 20 ms (a busy OS slices time finer than that)
+MID_SMALLER = 0.5  # a mid drafter with at most half the target's compute must measure cheaper than it
+ORDER_CHECK = "a mid forward costs less than a target forward of as many tokens"
+
+
+def rel_spread(times: list[float]) -> float:
+    """How much repeated timings of one thing disagree: their interquartile range over their median
+    (0: identical; one preempted repeat of five moves it little)."""
+    med = statistics.median(times)
+    if len(times) < 2 or med <= 0:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    return (q3 - q1) / med
+
+
+def compute_params(model) -> int:
+    """Parameters a forward multiplies by (the input embedding, a lookup, left out)."""
+    emb = model.get_input_embeddings()
+    skip = {id(p) for p in emb.parameters()} if emb is not None else set()
+    return sum(p.numel() for p in model.parameters() if id(p) not in skip)
+
+
+def mid_is_smaller(pair) -> bool:
+    """Whether `pair`'s mid drafter has at most MID_SMALLER of the target's compute, so that a
+    profile must find it cheaper (the tests' tiny stand-ins and a target used as its own mid are not)."""
+    mid = getattr(pair, "mid", None)
+    return mid is not None and compute_params(mid) <= MID_SMALLER * compute_params(pair.target)
+
+
+def problems(prof: DeviceProfile, pair=None) -> list[str]:
+    """What is insane about `prof`, in words ([] when sane): a mid forward no cheaper than a target
+    forward of as many tokens (checked when the pair's mid is smaller, or with no pair), repeated
+    timings spread wider than MAX_SPREAD."""
+    out = []
+    if prof.mid and (pair is None or mid_is_smaller(pair)):
+        bad = [n for n in sorted(prof.mid) if n <= max(prof.target) and prof.mid[n] >= prof.target_ms(n)]
+        if bad:
+            n = bad[0]
+            out.append(f"a mid forward of {n} tokens measured {prof.mid[n]:.1f} ms, no less than a target forward of as "
+                       f"many ({prof.target_ms(n):.1f} ms), though the mid drafter is the smaller model")
+    if prof.spread is not None and prof.spread > MAX_SPREAD:
+        out.append(f"repeated timings disagree by {prof.spread:.0%} (more than {MAX_SPREAD:.0%})")
+    return out
+
+
+def measure_checked(pair, progress: bool = True) -> DeviceProfile:
+    """`measure`, checked by `problems`; one that fails is measured once more, and refused if it
+    fails again. The profile records the checks it passed."""
+    for _ in range(2):
+        prof = measure(pair, progress=progress)
+        found = problems(prof, pair)
+        if not found:
+            prof.checked = ([ORDER_CHECK] if prof.mid and mid_is_smaller(pair) else []) + (
+                [f"repeated timings within {MAX_SPREAD:.0%}"] if prof.spread is not None else [])
+            return prof
+    raise TreeGraftError(
+        f"the device profile of {getattr(pair, 'name', 'the pair')} failed its sanity check twice: {'; '.join(found)}. "
+        "The machine was probably busy (another run, notebook or program): let it finish, then measure again with "
+        "`treegraft-lab profile --refresh` or the view's re-measure button; or decide on a named profile "
+        "(clock='a100-paper')")
 
 
 @functools.cache
@@ -220,10 +302,11 @@ def cached(pair) -> DeviceProfile | None:
 
 
 def for_pair(pair, refresh: bool = False, progress: bool = True) -> DeviceProfile:
-    """This device's profile for `pair`: from the disk cache, else measured once and cached."""
+    """This device's profile for `pair`: from the disk cache, else measured (`measure_checked`) and
+    cached. A cached one measured without its n or spread, or failing `problems`, is measured again."""
     prof = None if refresh else cached(pair)
-    if prof is None:  # none yet, a broken entry, or asked to measure again
-        prof = measure(pair, progress=progress)
+    if prof is None or not prof.n or problems(prof, pair):  # none yet, broken, unchecked or insane, or asked again
+        prof = measure_checked(pair, progress=progress)
         prof.save(cached_path(pair))
     return prof
 

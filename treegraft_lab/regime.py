@@ -414,3 +414,36 @@ def markdown(m: pd.DataFrame, focus: str = "adaptive-family", marks: dict[str, f
                  " / ".join(num(po, r, c) for c in ("all-small", "all-mid", "oracle", focus)), over(po, r, focus, bp)]
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def when_pays(gain: pd.Series, who: str = "the family scheduler",
+              than: str = "the better fixed endpoint (all-small or all-mid)", tie: float = 0.005) -> str:
+    """A sentence, computed from `gain` (ratio T_mid / T_tgt -> a scheduler's speedup over `than`),
+    saying at which ratios it beats `than`, loses to it, or ties (within `tie`), each run of
+    neighbouring ratios given as a range with its speedups."""
+    g = gain.dropna().sort_index()
+    if g.empty:
+        return f"{who} was not decoded at any ratio of the map: nothing to compare with {than}."
+    verdict = ["beats" if v > 1 + tie else "loses to" if v < 1 - tie else "ties with" for v in g]
+    runs: list[tuple[str, list[float]]] = []
+    for (r, _v), word in zip(g.items(), verdict):
+        if runs and runs[-1][0] == word:
+            runs[-1][1].append(r)
+        else:
+            runs.append((word, [r]))
+
+    def where(rs: list[float]) -> str:
+        span = f"{rs[0]:g}" + (f"–{rs[-1]:g}" if len(rs) > 1 else "")
+        vals = f"{g[rs].min():.3f}–{g[rs].max():.3f}x" if len(rs) > 1 else f"{g[rs[0]]:.3f}x"
+        return f"{span} ({vals})"
+
+    phrases = []
+    for word in ("beats", "loses to", "ties with"):
+        spans = [where(rs) for w, rs in runs if w == word]
+        if spans:
+            obj = than if not phrases else "it"
+            at = "at T_mid / T_tgt = " if not phrases else "at "
+            phrases.append(f"{at}{' and '.join(spans)} {who if not phrases else 'it'} {word} {obj}")
+    text = "; ".join(phrases)
+    text = text[0].upper() + text[1:]
+    return text + (f" (within {tie:.1%})." if "ties" in text else ".")

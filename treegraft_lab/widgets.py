@@ -328,13 +328,83 @@ def profile_name(profile) -> str:
     else:
         device = profile.device.split(")")[0] + ")" if ")" in profile.device else (profile.device or profile.name)
     src = profile.source or ""
-    when = " ".join(src.split()[:2]) if src.startswith("measured") else "derived from published costs"
+    when = (f"measured {profile.measured}" if getattr(profile, "measured", "") else " ".join(src.split()[:2])
+            if src.startswith("measured") else "derived from published costs")
     return f"{device} · {when}"
 
 
 def prune_budget(prune: str | None, budget: Any) -> str:
     """A pruning rule and its budget in a table cell: "top-k (63)", "value (63)"."""
     return f"{PRUNE_WORDS.get(prune or 'topk', str(prune)).removesuffix(' pruning')} ({budget})"
+
+
+def profile_line(profile) -> str:
+    """What every view says about the profile it decides on: which (`profile_name`), n timings per
+    size, their spread, and a mid forward against a target forward of as many tokens, with a warning
+    when a sanity check fails (`measure.problems`)."""
+    from treegraft_lab import measure
+
+    if profile.n:
+        spread = "—" if profile.spread is None else f"{profile.spread:.0%}"
+        stats = f"n={profile.n} timings per size, spread {spread}"
+    elif (profile.key or {}).get("hardware"):
+        stats = "n and spread not recorded (measured before profiles kept them)"
+    else:
+        stats = "n=0 (not measured here), spread —"
+    line = f"profile {profile_name(profile)}: {stats}"
+    if profile.mid:
+        n = min(64, max(profile.target))
+        line += f"; a mid forward of {n} tokens {profile.mid_ms(n):.1f} ms vs {profile.target_ms(n):.1f} ms for the target"
+    order = measure.ORDER_CHECK in profile.checked or not profile.n  # checked when measured, or judged here
+    bad = measure.problems(profile) if order else [p for p in measure.problems(profile) if "timings" in p]
+    if profile.n and not order and profile.mid:
+        line += " (the mid drafter is not the smaller model: their order is not checked)"
+    return line + "".join(f" ⚠ {b}" for b in bad)
+
+
+def profile_html(profile) -> str:
+    """`profile_line` as HTML, its numbers in data attributes for checks on the page."""
+    from treegraft_lab import measure
+
+    n = min(64, max(profile.target))
+    order = measure.ORDER_CHECK in profile.checked or not profile.n
+    mid = f"{profile.mid_ms(n):.3f}" if profile.mid else ""
+    return (f'<div class="tg-profile" style="font-size:12px" data-mid-ms="{mid}" data-target-ms="{profile.target_ms(n):.3f}" '
+            f'data-order="{"checked" if order else "unchecked"}">{html.escape(profile_line(profile))}</div>')
+
+
+class ProfileLine(W.HBox):
+    """A profile's line (`profile_html`) with a "re-measure" button: measures this device's profile
+    of `pair` again (checked, `measure.for_pair(refresh=True)`), shows it, and calls `on_change`
+    with it. The button is off for a profile not measured on this device (a named one)."""
+
+    def __init__(self, profile, pair=None, on_change=None) -> None:
+        self.profile, self.pair, self.on_change = profile, pair, on_change
+        self.text = W.HTML(profile_html(profile), layout={"flex": "1"})
+        self.button = W.Button(description="re-measure", icon="refresh", layout={"width": "9em", "flex": "0 0 auto"},
+                               tooltip="measure this device's profile again (checked; about a minute on a CPU)")
+        self.button.add_class("tg-remeasure")
+        self.button.on_click(lambda _b: self.remeasure())
+        self.button.disabled = pair is None or not (profile.key or {}).get("hardware")
+        super().__init__([self.text, self.button], layout={"align_items": "center", "gap": "1em"})
+        self.add_class("tg-profile-line")
+
+    def remeasure(self) -> Any:
+        """Measure again; on a refused profile the line says why and keeps the old one."""
+        from treegraft_lab import measure
+        from treegraft_lab.errors import TreeGraftError
+
+        self.button.disabled, self.button.description = True, "measuring ..."
+        try:
+            self.profile = measure.for_pair(self.pair, refresh=True, progress=False)
+            self.text.value = profile_html(self.profile)
+            if self.on_change:
+                self.on_change(self.profile)
+        except TreeGraftError as e:
+            self.text.value = profile_html(self.profile) + f'<div style="color:#a00;font-size:12px">{html.escape(str(e))}</div>'
+        finally:
+            self.button.disabled, self.button.description = False, "re-measure"
+        return self.profile
 
 
 def baseline_row(name: str, s_per_token: list[float], modelled_ms: float) -> dict[str, Any]:
@@ -461,7 +531,7 @@ class SchedulePlayground(W.VBox):
         super().__init__([self.status, self.pick_round, W.HBox([W.Label("schedule:"), *self.toggles]),
                           W.HBox([self.eg, self.nd], layout={"gap": "1.5em"}),
                           W.HBox([W.VBox([self.budget, self.prune]), self.prune_note], layout={"align_items": "center"}),
-                          W.HBox([self.clock, self.adaptive], layout={"align_items": "center"}),
+                          W.HBox([self.clock, self.adaptive, self.remeasure], layout={"align_items": "center"}),
                           W.HBox([self.button, self.repeats, self.progress], layout={"gap": "1em", "align_items": "center"}),
                           self.stale, self.table, self.export, self.show, self.plot])
         self.add_class("tg-playground")
@@ -495,8 +565,12 @@ class SchedulePlayground(W.VBox):
         self.clock = W.Dropdown(options=list(CLOCKS), value=clock or recorded, description="profile",
                                 tooltip="the device costs every decision reads and each round is priced with",
                                 layout={"width": "22em"})
-        self.adaptive = W.HTML(layout={"width": "auto", "margin": "0 0 0 1em"})
+        self.adaptive = W.HTML(layout={"width": "auto", "margin": "0 0 0 1em", "flex": "1"})
         self.adaptive.add_class("tg-adaptive-note")
+        self.remeasure = W.Button(description="re-measure", icon="refresh", layout={"width": "9em", "flex": "0 0 auto"},
+                                  tooltip="measure this device's profile again (checked)", disabled=self.pair is None)
+        self.remeasure.add_class("tg-remeasure")
+        self.remeasure.on_click(lambda _b: self._remeasure())
         for w in (self.prune, self.clock):
             w.observe(lambda _c: self._adaptive_note(), "value")
 
@@ -559,16 +633,31 @@ class SchedulePlayground(W.VBox):
                 why = status
             text = (f"adaptive: <b>not offered</b> ({html.escape(why)}; trained: "
                     f"{', '.join(trained_schedulers(self.pair)) or 'none'})")
-        self.adaptive.value = (f'<span style="font-size:12px">{html.escape(self.profile_words())}<br>{text}</span>')
+        self.remeasure.disabled = self.clock.value != "wall"
+        self.adaptive.value = f'<span style="font-size:12px">{self.profile_words()}{text}</span>'
 
     def profile_words(self) -> str:
-        """The chosen profile in words (device, dtype, date)."""
+        """The chosen profile's line as HTML (`profile_html`: device, dtype, date, n, spread, costs)."""
         from treegraft_lab import measure
 
         try:
-            return profile_name(measure.resolve(self.clock.value, self.pair))
+            return profile_html(measure.resolve(self.clock.value, self.pair))
         except Exception as e:  # noqa: BLE001 - the note says why instead of breaking the widget
-            return f"{self.clock.value}: {e}"
+            return html.escape(f"{self.clock.value}: {e}") + "<br>"
+
+    def _remeasure(self) -> None:
+        """Measure this device's profile again (checked), and say so beside the selector."""
+        from treegraft_lab import measure
+        from treegraft_lab.errors import TreeGraftError
+
+        self.remeasure.disabled = True
+        try:
+            measure.for_pair(self.pair, refresh=True, progress=False)
+            self._adaptive_note()
+        except TreeGraftError as e:
+            self.adaptive.value += f'<div style="color:#a00;font-size:12px">{html.escape(str(e))}</div>'
+        finally:
+            self.remeasure.disabled = self.clock.value != "wall"
 
     @property
     def mask(self) -> str:

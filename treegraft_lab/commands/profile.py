@@ -80,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
 
 def describe(prof) -> str:
     """The profile as a few lines of text, with what its curve implies."""
-    lines = [f"profile {prof.name}: {prof.device}", f"  {prof.source}", "  target forward (ms by tokens, "
+    spread = "not judged" if prof.spread is None else f"{prof.spread:.0%}"
+    checks = f"; checked: {', '.join(prof.checked)}" if prof.checked else ""
+    lines = [f"profile {prof.name}: {prof.device}", f"  {prof.source}" + (f" (n={prof.n} timings per size, spread "
+             f"{spread}{checks})" if prof.n else ""), "  target forward (ms by tokens, "
              f"{prof.context} cached): " + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.target.items()))]
     if prof.mid:
         lines.append("  mid-drafter call (ms by tokens forwarded): " + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.mid.items())))

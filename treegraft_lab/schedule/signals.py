@@ -51,6 +51,45 @@ SIGNALS = (
 )
 RELEASE_SIGNALS = SIGNALS[:6]
 
+# The signals (and the two costs the scheduler reads) in words: (axis label, what it measures). The one
+# source for every view that shows them (`words`, `glossary`); the module docstring has the formulas.
+SIGNAL_WORDS = {
+    "mean_frontier_depth": ("frontier depth", "mean depth of the nodes the previous draft step created (the frontier)"),
+    "frontier_leaf_ratio": ("dead-end share", "share of the nodes the previous step expanded that got no child: the "
+                            "drafter found nothing there"),
+    "collapse_debt": ("depth lost by reselecting", "how much shallower the nodes a mid call would expand are than the "
+                      "frontier (0 when not shallower)"),
+    "past_depth_ratio": ("reselected off the frontier's depths", "share of the nodes a mid call would expand that lie at "
+                         "a depth the frontier does not reach"),
+    "reselect_overlap": ("reselected frontier share", "share of the nodes a mid call would expand that are already on "
+                         "the frontier"),
+    "mean_path_score": ("mean path log-probability", "mean path score s(v) (log-probability, at most 0) of the nodes a "
+                        "mid call would expand"),
+    "root_match": ("context n-gram match", "length of the longest n-gram ending the committed text that occurred "
+                   "before, over the longest n-gram used: how much the small drafter can copy (0: nothing)"),
+    "recent_hit_rate": ("recent copy hit rate", "share of the last 16 committed tokens that the n-gram index guessed "
+                        "first: a copying stretch (code, rewrites) or new text"),
+    "score_spread": ("path score spread", "highest minus lowest path score of the nodes a mid call would expand: a "
+                     "small spread means no clear best continuation"),
+    "ngram_match": ("frontier n-gram match", "mean n-gram match length of the frontier's small-drafted nodes, over "
+                    "the longest n-gram used (0 when it has none)"),
+}
+COST_WORDS = {
+    "t_tgt_ms": ("target verification T_tgt (ms)", "one target forward verifying the budget's tree, on the profile"),
+    "t_mid_ms": ("mid drafter call T_mid (ms)", "one mid-drafter call on the nodes a step grows, on the profile"),
+}
+
+
+def words(name: str) -> str:
+    """A signal's or cost's axis label in words (`SIGNAL_WORDS`, `COST_WORDS`); other names as they are."""
+    return {**SIGNAL_WORDS, **COST_WORDS}.get(name, (name,))[0]
+
+
+def glossary(names=SIGNALS) -> list[dict[str, str]]:
+    """One row per signal (or cost) in `names`: its label in words, its recorded name, what it measures."""
+    table = {**SIGNAL_WORDS, **COST_WORDS}
+    return [{"in words": table[n][0], "recorded as": n, "what it measures": table[n][1]} for n in names]
+
 
 def compute_signals(
     tree: DraftTree, frontier: list[int], expanded_last: list[int], width: int, ngram_max: int,

@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from treegraft_lab.schedule.context import StepContext
+from treegraft_lab.schedule.signals import words
 from treegraft_lab.viz.tree import COLORS, wrap_title
 
 PER_S = 1000.0  # g_psi is in tokens per ms
@@ -99,7 +100,7 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
     grids = [(sx, sy, *(xs := axis_values(sx, art, inputs[sx]), ys := axis_values(sy, art, inputs[sy])),
               slice_scores(policy, art, base, sx, sy, xs, ys)) for sx, sy in pairs]
     lim = max(float(np.abs(g[4]).max()) for g in grids) or 1.0
-    fig = make_subplots(2, 2, subplot_titles=[f"{sx} x {sy}" for sx, sy in pairs], horizontal_spacing=0.1,
+    fig = make_subplots(2, 2, horizontal_spacing=0.1,  # no plane titles: each axis names its input in words
                         vertical_spacing=0.17)
     notes = []
     out = (f"<br><sup>{left} first-round step(s) left out: the scheduler is not asked there</sup>"
@@ -111,7 +112,8 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
         r, c = i // 2 + 1, i % 2 + 1
         fig.add_trace(go.Heatmap(x=xs, y=ys, z=z, colorscale=SCALE, zmid=0, zmin=-lim, zmax=lim, showscale=i == 0,
                                  colorbar={"title": {"text": "g_psi<br>(tokens/s)"}, "len": 0.6, "thickness": 14},
-                                 hovertemplate=f"{sx}=%{{x:.2f}}<br>{sy}=%{{y:.2f}}<br>g=%{{z:.2f}} tokens/s<extra></extra>"),
+                                 hovertemplate=f"{words(sx)}: %{{x:.2f}}<br>{words(sy)}: %{{y:.2f}}<br>g=%{{z:.2f}} tokens/s"
+                                               "<extra></extra>"),
                       r, c)
         if z.min() < 0 < z.max():
             fig.add_trace(go.Contour(x=xs, y=ys, z=z, contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
@@ -119,7 +121,7 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
                                      showlegend=False), r, c)
         else:
             sign = "above" if z.min() > 0 else "below"
-            notes.append(f"{sx} x {sy}: g stays {sign} 0 over the whole plane ({z.min():.2f} to {z.max():.2f} tokens/s), "
+            notes.append(f"{words(sx)} × {words(sy)}: g stays {sign} 0 over the whole plane ({z.min():.2f} to {z.max():.2f} tokens/s), "
                          f"so the scheduler {'calls' if z.min() > 0 else 'skips'} everywhere there")
             fig.add_annotation(text=f"no boundary: g {'>' if z.min() > 0 else '<'} 0 everywhere", showarrow=False,
                                xref="x domain" if i == 0 else f"x{i + 1} domain", yref="y domain" if i == 0 else f"y{i + 1} domain",
@@ -133,8 +135,8 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
                                      customdata=d["recorded g"]), r, c)
         fig.add_trace(go.Scatter(x=[base[sx]], y=[base[sy]], mode="markers", name="slice centre (medians)",
                                  showlegend=i == 0, marker={"symbol": "x", "color": "#111", "size": 10}, hoverinfo="skip"), r, c)
-        fig.update_xaxes(title_text=sx, row=r, col=c)
-        fig.update_yaxes(title_text=sy, row=r, col=c)
+        fig.update_xaxes(title_text=words(sx), row=r, col=c)  # in words: the glossary (signals.glossary) defines them
+        fig.update_yaxes(title_text=words(sy), row=r, col=c)
     for name, color in (("call the mid drafter (g > 0)", COLORS["mid"]), ("skip: small drafter (g < 0)", COLORS["small"])):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 12,
                                                                                           "color": color}))

@@ -18,6 +18,8 @@ STYLE = {"all-small": (SMALL, "-", "o"), "all-mid": (MID, "-", "s"), "10101": ("
          "best-fixed": ("#8c564b", "--", "v"), "oracle": ("#2ca02c", "-", "*"),
          "adaptive-family": ("#c2255c", "-", "D"), "adaptive-single": ("#7f7f7f", "--", "x"),
          "rule-match-2": ("#e6ab02", "-.", "P")}
+LABELS = {"adaptive-family": "adaptive: family scheduler (reads T_tgt, T_mid)",
+          "adaptive-single": "adaptive: single-profile scheduler", "rule-match-2": "rule: match = 2"}  # legend words
 PANELS = (("speedup", "speedup over plain decoding"),
           ("A", "acceptance length A (new tokens / target forwards)"),
           ("mid_calls_per_round", "mid calls per round"))
@@ -35,7 +37,10 @@ def regime_figure(m: pd.DataFrame, band: list[float] = (), marks: dict[str, floa
         for name, g in m.groupby("schedule", sort=False):
             color, ls, marker = STYLE.get(name, (None, "-", "."))
             g = g.sort_values("ratio")
-            ax.plot(g["ratio"], g[col], ls=ls, marker=marker, color=color, ms=5, lw=1.6, label=name)
+            one = g["ratio"].nunique() == 1  # a single point: drawn large and on top, not hidden under the lines
+            words = LABELS.get(name, name) + (f" (one ratio, {g['ratio'].iloc[0]:g})" if one else "")
+            ax.plot(g["ratio"], g[col], ls=ls, marker=marker, color=color, ms=12 if one else 5, mew=2.5 if one else 1,
+                    lw=1.6, label=words, zorder=6 if one else 2)
         if band:
             lo, hi = _band_edges(ratios, band)
             ax.axvspan(lo, hi, color="#2ca02c", alpha=0.12, lw=0, label="oracle >= 1.05x both endpoints")
