@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-wall", action="store_true")
+    ap.add_argument("--skip-modelled", action="store_true")
     ap.add_argument("--out", default="data/growth/release-rules-ab.json")
     args = ap.parse_args()
     pair = load_pair("smollm2-pocket", dtype="float32", device="cpu")
@@ -51,7 +52,7 @@ def main() -> None:
     rows = []
     for name, rule in VARIANTS.items():
         row = {"variant": name}
-        for schedule in ("small", "10101"):
+        for schedule in () if args.skip_modelled else ("small", "10101"):
             dec = TreeGraftDecoder(pair, config(schedule, rule, clock="a100-paper", prune="topk"))
             gens = [dec.generate(ids, max_new_tokens=args.max_new) for ids in prompts]
             row[f"modelled {schedule} tokens/s"] = 1000 * sum(len(g.token_ids) for g in gens) / sum(g.stats["modelled_ms"] for g in gens)
@@ -61,7 +62,7 @@ def main() -> None:
         print(row, flush=True)
     base = rows[0]
     for row in rows:
-        for schedule in ("small", "10101"):
+        for schedule in () if args.skip_modelled else ("small", "10101"):
             row[f"modelled {schedule} ratio"] = row[f"modelled {schedule} tokens/s"] / base[f"modelled {schedule} tokens/s"]
     if not args.skip_wall:
         runners = {name: _decoder_runner(TreeGraftDecoder(pair, config("small", rule, prune="value")))
@@ -81,7 +82,7 @@ def main() -> None:
             "threads": torch.get_num_threads(), "prompts": f"treegraft-suite eval, {args.per_category} per category ({len(prompts)})",
             "max_new_tokens": args.max_new, "repeats": args.repeats,
             "command": "PYTHONPATH=. python scripts/release_rules_ab.py " + " ".join(
-                f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "skip_wall"))}
+                f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "skip_wall", "skip_modelled"))}
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     print(json.dumps(meta))
 

@@ -70,3 +70,14 @@ def test_the_growth_table_in_the_readme_and_results_is_regenerated_from_the_comm
     for page in ("README.md", "docs/results.md"):
         assert table in (root / page).read_text(), f"{page}: regenerate with growth_markdown (scripts/growth_compare.py)"
     assert {r["rule"] for r in doc["rows"]} >= {"release", "full (default)", "authors' release (data/reference)"}
+
+
+def test_the_release_ablation_table_in_the_results_is_regenerated_from_its_benchmark():
+    from pathlib import Path
+
+    from treegraft_lab.paths import DATA_DIR
+    from treegraft_lab.viz.paper_tables import ablation_markdown
+
+    table = ablation_markdown(DATA_DIR / "bench" / "smollm2-pocket-a100-release-ablation")
+    assert table in (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
+    assert "| TreeGraft adaptive | not run |" in table  # no scheduler for release-grown trees: said, not blank

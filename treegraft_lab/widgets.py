@@ -861,18 +861,22 @@ class SchedulePlayground(W.VBox):
         wide = df.drop(columns=["eta low", "eta high", "speedup low", "speedup high", "pruning (budget)"], errors="ignore").copy()
         if "pruning (budget)" in df:  # each row's pruning rule and budget, in its setting cell (the table fits 848 px)
             wide["setting"] = [s if p == "—" else f"{s} · {p}" for s, p in zip(df["setting"], df["pruning (budget)"])]
-        spread = [f"{lo:.1f}–{hi:.1f}" if hi > lo else "—" for lo, hi in zip(df["eta low"], df["eta high"])]
-        wide.insert(list(wide.columns).index("eta (tokens/s)") + 1, "eta range", spread)
+        if "same decisions as" in wide:  # named in the setting's own cell (the table fits 848 px)
+            wide["setting"] = [f"{s}<br>(same decisions as {t}, timed together)" if t else s
+                               for s, t in zip(wide["setting"], wide.pop("same decisions as"))]
+        # each median with the min–max of its repeats in the same cell (the table fits 848 px)
+        wide["eta (tokens/s)"] = [f"{m:.1f}" + (f"<br>({lo:.1f}–{hi:.1f})" if hi > lo else "")
+                                  for m, lo, hi in zip(df["eta (tokens/s)"], df["eta low"], df["eta high"])]
         if "speedup" in df.columns:
-            ups = [f"{lo:.2f}–{hi:.2f}" if hi > lo else "—" for lo, hi in zip(df["speedup low"], df["speedup high"])]
-            wide.insert(list(wide.columns).index("speedup") + 1, "speedup range", ups)
-        measured = f"measured here: median of {n} replay{'s' if n != 1 else ''}, interleaved"
+            wide["speedup"] = [f"{m:.2f}x" + (f"<br>({lo:.2f}–{hi:.2f})" if hi > lo else "") if m == m else "—"
+                               for m, lo, hi in zip(df["speedup"], df["speedup low"], df["speedup high"])]
+        measured = f"measured here: median of {n} replay{'s' if n != 1 else ''}, interleaved (min–max of per-repeat values)"
         names = {"schedule": "schedule (1 = mid)", "A": "accepted draft tokens A", "nodes": "nodes drafted",
-                 "kept": "nodes kept", "eta (tokens/s)": "tokens/s (eta)", "eta range": "range",
-                 "speedup": "speedup over plain decoding", "speedup range": "min–max of per-repeat speedups",
+                 "kept": "nodes kept", "eta (tokens/s)": "tokens/s (eta), range",
+                 "speedup": "speedup over plain decoding (min–max of per-repeat speedups)",
                  "modelled round (ms)": "round (ms)", "modelled tokens/s": "tokens/s",
                  "same decisions as": "same decisions as (timed together)"}
-        top = {c: measured for c in ("draft (ms)", "verify (ms)", "eta (tokens/s)", "eta range", "speedup", "speedup range")}
+        top = {c: measured for c in ("draft (ms)", "verify (ms)", "eta (tokens/s)", "speedup")}
         top |= {c: "modelled on the profile" for c in ("modelled round (ms)", "modelled tokens/s")}
         wide.columns = pd.MultiIndex.from_tuples([(top.get(c, ""), names.get(c, c)) for c in wide.columns])
         ms = [c for c in wide.columns if c[1] in ("draft (ms)", "verify (ms)", "round (ms)")]
@@ -920,5 +924,6 @@ class SchedulePlayground(W.VBox):
 
 GROUPED_CSS = [{"selector": "th.col_heading", "props": "white-space: normal"},  # headers wrap: the table fits 848 px
                {"selector": "th.col_heading.level0", "props": "text-align: center; border-bottom: 1px solid #bbb"},
-               {"selector": "td.col0", "props": "white-space: normal; min-width: 7em"},  # setting names wrap too
+               {"selector": "td", "props": "white-space: normal"},  # names and ranges wrap too
+               {"selector": "td.col0", "props": "white-space: normal; min-width: 7em"},
                {"selector": "caption", "props": "caption-side: top; text-align: left; font-size: 12px; color: #444"}]

@@ -123,3 +123,35 @@ def growth_markdown(rows: list[dict]) -> str:
     lines = ["| rule | " + " | ".join(df.columns) + " |", "|" + "---|" * (len(df.columns) + 1)]
     lines += ["| " + " | ".join([rule, *cells]) + " |" for rule, cells in zip(df.index, df.values.tolist())]
     return "\n".join(lines)
+
+
+ABLATION_LABELS = {"ar": "plain decoding", "small": "all-small", "mid": "all-mid", "csd": "CSD", "no-eg": "w/o EG",
+                   "no-nd": "w/o ND", "10101": "TreeGraft fixed (10101)", "adaptive": "TreeGraft adaptive"}
+
+
+def ablation_markdown(folder: Path, clock: str = "a100-paper") -> str:
+    """A recorded benchmark's overall rows on `clock` as a GitHub table beside the paper's ablation:
+    method, speedup over plain decoding, A (new tokens / target forwards, `bench_acceptance`), mid
+    calls per round, prompts; "not run" where the benchmark lacks a method."""
+    from treegraft_lab import paper
+    from treegraft_lab.viz.stats import bench_acceptance
+
+    folder = Path(folder)
+    s = pd.read_parquet(folder / "summary.parquet")
+    ov = s[(s["clock"] == clock) & (s["category"] == "overall")].set_index("method")
+    acc = bench_acceptance(pd.read_parquet(folder / "records.parquet"))
+    a = acc[(acc["clock"] == clock) & (acc["category"] == "overall")].set_index("method")["A"]
+    theirs = {m: (sp, pa) for m, _, sp, pa in paper.ABLATION}
+    lines = ["| method | speedup | A | mid calls / round | prompts | paper speedup | paper A |", "|---|---|---|---|---|---|---|"]
+    for m, label in ABLATION_LABELS.items():
+        sp, pa = theirs.get(m, (math.nan, math.nan))
+        paper_cells = [fmt_speedup(sp) if sp == sp else "—", f"{pa:.2f}" if pa == pa else "—"]
+        if m not in ov.index:
+            lines.append(f"| {label} | {NOT_RUN} | | | | {' | '.join(paper_cells)} |")
+            continue
+        r = ov.loc[m]
+        calls = r.get("mid_calls_per_round", math.nan)
+        cells = [fmt_speedup(r["speedup"]), f"{a[m]:.2f}" if m in a.index else "—",
+                 f"{calls:.2f}" if calls == calls else "—", f"{int(r['prompts'])}"]
+        lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(paper_cells)} |")
+    return "\n".join(lines)
