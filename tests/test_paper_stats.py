@@ -159,6 +159,9 @@ def test_graft_figures_keep_axis_titles_apart_and_bar_labels_above_the_paper_lin
     r = fig.canvas.get_renderer()
     left, right = (ax.xaxis.label.get_window_extent(r) for ax in fig.axes[:2])
     assert left.x1 < right.x0, (left, right)  # the two x-axis titles do not run together
+    for ax in fig.axes[:2]:  # bar labels drawn over the dashed paper line, on an opaque box
+        line = next(ln for ln in ax.get_lines() if ln.get_linestyle() == "--")
+        assert ax.texts and all(t.get_zorder() > line.get_zorder() and t.get_bbox_patch() is not None for t in ax.texts)
     fig = reselection_by_step(run)
     line = next(ln for ln in fig.axes[1].get_lines() if ln.get_linestyle() == "--")
     for text in fig.axes[1].texts:  # "50%\nn=1": drawn over the dashed paper line, on an opaque box
