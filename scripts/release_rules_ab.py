@@ -9,7 +9,8 @@ default as `make demo` runs it (value pruning on this device's profile, float32)
 every variant interleaved per prompt (`bench.interleaved`, the order rotated), `--repeats` times;
 per repeat the ratio of a variant's summed wall time to the default's, reported as the median and
 the min-max over repeats. Every output is checked against the default's (greedy: identical).
-Writes data/growth/release-rules-ab.json.
+Writes a JSON of the rows and the run (data/growth/release-rules-ab-modelled.json and -wall.json hold the
+runs docs/performance.md reports).
 """
 
 from __future__ import annotations
