@@ -86,8 +86,8 @@ def test_bench_json_keeps_stdout_pure_json_while_progress_shows_on_stderr(bf16_c
     assert cli.main(["bench", "--prompts", str(path), "--methods", "ar,small,adaptive", "--max-new-tokens", "4",
                      "--budget", "4", "--warmup-tokens", "2", "--out", str(tmp_path / "run"), "--json"]) == 0
     out, err = capsys.readouterr()
-    assert set(json.loads(out)) == {"overall", "per_category", "specbench"}  # the whole of stdout is one object
-    assert "bench: 100%" in err and "2/2" in err  # the progress bar, on stderr
+    assert set(json.loads(out)) == {"overall", "per_category", "specbench", "spread", "same_decisions"}  # stdout: one object
+    assert "bench: 100%" in err and "6/6" in err  # the progress bar (2 methods x 3 repeats), on stderr
     assert "bench: float32, prune=value: the settings" in err  # and the note on the settings chosen
 
 
