@@ -69,15 +69,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             action.help = f"{action.help}; default here: what the adaptive scheduler was trained for, else auto / topk"
 
 
-def _choose(args: argparse.Namespace, methods: list[str], growth: dict) -> str | None:
+def _choose(args: argparse.Namespace, methods: list[str], growth: dict) -> tuple[str | None, str]:
     """Set --dtype and --prune where not given: with adaptive among the methods, ones its scheduler
-    was trained for (said on stderr); else auto and topk. Returns why adaptive cannot run, or None."""
+    was trained for; else auto and topk. Returns (why adaptive cannot run or None, the note to say on
+    stderr once every setting has been checked)."""
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.schedule.choice import choose_settings
 
     if "adaptive" not in methods:
         args.dtype, args.prune = args.dtype or "auto", args.prune or "topk"
-        return None
+        return None, ""
     modelled = [c.strip() for c in args.model_on.split(",") if c.strip()]
     trees = DecodeConfig(**growth)
     name = None if (args.target or args.mid) else args.pair or "smollm2-pocket"
@@ -85,8 +86,7 @@ def _choose(args: argparse.Namespace, methods: list[str], growth: dict) -> str |
                              clock=modelled[0] if args.model_only and modelled else "wall", growth=trees.growth,
                              small=trees.small)
     args.dtype, args.prune = choice.dtype, choice.prune
-    print(f"bench: {choice.note}", file=sys.stderr)
-    return None if choice.offered or name is None else choice.note
+    return (None if choice.offered or name is None else choice.note), f"bench: {choice.note}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,12 +106,14 @@ def run(args: argparse.Namespace) -> int:
     budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
     growth = growth_from_args(args)
     named = "adaptive" in methods and args.methods != ",".join(bench.DEFAULT_METHODS)  # asked for by name
-    no_adaptive = _choose(args, methods, growth)
+    no_adaptive, note = _choose(args, methods, growth)
     if no_adaptive and not named:  # the default methods run without it, and say why
         methods.remove("adaptive")
     clocks = clocks_from_args(args)
     check_settings([bench.TREE_METHODS[m]["schedule"] for m in methods if m in bench.TREE_METHODS], budget, growth,
                    clocks)  # a bad setting is refused here, before any model loads
+    if note:
+        print(note, file=sys.stderr)
     if named:
         check_scheduler(args, clocks, growth)
     if args.answers:  # every check before a model loads
