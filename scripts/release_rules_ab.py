@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair, load_prompts
-from treegraft_lab.bench import _decoder_runner, interleaved
+from treegraft_lab.bench import decoder_runner, interleaved
 from treegraft_lab.config import GROWTHS
 from treegraft_lab.models import cpu_name
 from treegraft_lab.prompting import encode_prompt
@@ -66,7 +66,7 @@ def main() -> None:
         for schedule in () if args.skip_modelled else ("small", "10101"):
             row[f"modelled {schedule} ratio"] = row[f"modelled {schedule} tokens/s"] / base[f"modelled {schedule} tokens/s"]
     if not args.skip_wall:
-        runners = {name: _decoder_runner(TreeGraftDecoder(pair, config("small", rule, prune="value")))
+        runners = {name: decoder_runner(TreeGraftDecoder(pair, config("small", rule, prune="value")))
                    for name, rule in VARIANTS.items()}
         out = interleaved(runners, prompts, repeats=args.repeats, max_new_tokens=args.max_new)
         ref = out["lookup (default)"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from treegraft_lab.bench import _decoder_runner, interleaved
+from treegraft_lab.bench import decoder_runner, interleaved
 from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.models import cpu_name, load_pair
@@ -42,10 +42,10 @@ def main() -> int:
     pair = load_pair("smollm2-pocket", dtype="float32")
     qs = tuning_prompts("treegraft-suite", purpose="the scheduler wall check", split=args.split, per_category=args.per_category)
     base = {"budget": 63, "prune": "value", "small": "ngram+recycling", **GROWTHS["lookup"]}
-    runners = {"all-small": _decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="small", **base)))}
+    runners = {"all-small": decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="small", **base)))}
     for item in args.scheduler:
         name, folder = item.split("=", 1)
-        runners[name] = _decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=folder, **base)))
+        runners[name] = decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=folder, **base)))
     enc = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in qs]
     names, recs = list(runners), interleaved(runners, enc, args.repeats, 64)
     rate = {n: [[len(o["token_ids"]) / o["wall_s"] for o in rs] for rs in recs[n]] for n in names}

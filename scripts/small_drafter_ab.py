@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from treegraft_lab.bench import _decoder_runner, interleaved, make_runner
+from treegraft_lab.bench import decoder_runner, interleaved, make_runner
 from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.models import cpu_name, load_pair
@@ -49,7 +49,7 @@ def main() -> int:
     runners = {"plain decoding": make_runner(pair, "ar")[0], "HF prompt lookup": make_runner(pair, "hf-pld")[0]}
     for name, over in VARIANTS.items():
         cfg = DecodeConfig(schedule="small", budget=63, prune="value", **GROWTHS["lookup"], **over)
-        runners[name] = _decoder_runner(TreeGraftDecoder(pair, cfg))
+        runners[name] = decoder_runner(TreeGraftDecoder(pair, cfg))
     enc = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in qs]
     names, recs = list(runners), interleaved(runners, enc, args.repeats, 64)
     rate = {n: [[len(o["token_ids"]) / o["wall_s"] for o in rs] for rs in recs[n]] for n in names}

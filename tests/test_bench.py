@@ -337,7 +337,7 @@ def test_the_decisions_digest_reads_the_kept_tree_not_only_tokens_schedule_and_a
     from treegraft_lab.decoder import TreeGraftDecoder
 
     ids = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
-    wide, narrow = (bench._decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=b)))(ids, 12)
+    wide, narrow = (bench.decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=b)))(ids, 12)
                     for b in (12, 8))
     same = ("token_ids", "rounds", "accepted", "mid_calls")
     assert [wide[k] for k in same] == [narrow[k] for k in same]  # the same tokens, rounds and acceptance ...

@@ -196,7 +196,8 @@ def decisions_digest(token_ids: list[int], rounds: list) -> str:
     return hashlib.blake2b(repr((list(token_ids), rounds)).encode(), digest_size=8).hexdigest()
 
 
-def _decoder_runner(dec) -> Runner:
+def decoder_runner(dec) -> Runner:
+    """A `Runner` over a built decoder: its generation as a bench record (tokens, wall time, rounds, splits)."""
     def run(ids: list[int], max_new_tokens: int) -> dict:
         keys: list = []
         with dec.hooks({"round.accept": lambda ev: _note_round(keys, ev)}):
@@ -233,14 +234,14 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
         return _hf_runner(pair, assistant=pair.mid), {}
     if method == "csd":
         dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock))
-        return _decoder_runner(dec), {"budget": dec.budget}
+        return decoder_runner(dec), {"budget": dec.budget}
     if method in PEERS:
         dec = PEERS[method](pair, DecodeConfig(budget=budget, clock=clock, **(growth or {})))
-        return _decoder_runner(dec), {"budget": dec.budget}
+        return decoder_runner(dec), {"budget": dec.budget}
     if method in TREE_METHODS:
         dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
                                                   **TREE_METHODS[method]))
-        return _decoder_runner(dec), {"budget": dec.budget}
+        return decoder_runner(dec), {"budget": dec.budget}
     raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
 
