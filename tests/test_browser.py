@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.test_notebooks import NB_DIR, NOTEBOOKS, shared_runs_dir
+from tests.test_notebooks import NB_DIR, NOTEBOOKS, executed_problems, shared_runs_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -276,6 +276,7 @@ OTHER_TWINS = [  # defects the page-level checks catch (not look()'s cell checks
     ("from IPython.display import HTML\nHTML('<img src=\"https://example.invalid/pixel.png\" width=1 height=1>')",
      "outside-request"),
     ("v = StepThroughViewer(run, round=R)\nv.siblings.value = 0  # all children: wider than the box\n"
+     "v.placing.value = True  # the whole round's layout: as wide at every step\n"
      "v.plot.pin = lambda fig: None  # the defect: the box's content does not keep its width through a redraw\n"
      "v.plot.output.layout.width = v.plot.output.layout.min_width = v.plot.output.layout.min_height = None\n"
      "v.add_class('tg-twin-scroll')\nv", "scroll-reset"),
@@ -347,7 +348,7 @@ def lab(tmp_path_factory):
                 time.sleep(0.5)
         else:
             pytest.fail(f"JupyterLab did not start; see {base / 'lab.log'}")
-        yield {"url": url, "token": token, "home": home}
+        yield {"url": url, "token": token, "home": home, "root": root}
     finally:
         proc.terminate()
         try:
@@ -418,6 +419,20 @@ RUN_ALL_STATE_JS = r"""() => {
   const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
   return p.length > 0 && p.every(e => /\[\d+\]/.test(e.textContent)) ? {cell: -1} : false;
 }"""
+
+
+def saved(page, lab, name: str) -> nbformat.NotebookNode:
+    """The notebook as the browser holds it after Run All, saved (File > Save) to the lab's copy and read back."""
+    path = lab["root"] / name
+    before = path.stat().st_mtime_ns
+    page.locator("li.lm-MenuBar-item", has_text="File").first.click()
+    page.locator("li.lm-Menu-item[data-command='docmanager:save']").first.click()
+    for _ in range(120):
+        if path.stat().st_mtime_ns != before:
+            time.sleep(0.5)  # written in one go by the server; give it a moment to close the file
+            return nbformat.read(path, as_version=4)
+        time.sleep(0.25)
+    pytest.fail(f"{name}: JupyterLab did not save the notebook within 30 s")
 
 
 def wait_widgets(page, seconds: float = 30) -> None:
@@ -537,6 +552,26 @@ def scroll_kept(page, root: str, redraw) -> list[tuple[str, str]]:
     return [] if abs(got - want) <= 2 else [("scroll-reset", f"{root}: scrolled to {want} px, {got} px after a redraw")]
 
 
+OUTSIDE_JS = """root => {
+  const box = document.querySelector(root + ' .tg-scroll').getBoundingClientRect();
+  return [...document.querySelectorAll(root + ' .tg-scroll .scatterlayer .point')].map(p => p.getBoundingClientRect())
+    .filter(r => r.width > 0 && (r.left < box.left - 1 || r.right > box.right + 1)).length;
+}"""
+
+
+def nodes_outside(page, root: str) -> list[tuple[str, str]]:
+    """The tree's nodes drawn outside the visible part of its box, under `root` (a reader sees none of them)."""
+    n = page.evaluate(OUTSIDE_JS, root)
+    return [("nodes-out-of-view", f"{root}: {n} nodes outside the box")] if n else []
+
+
+def placing(page, label: str, wide: bool) -> None:
+    """The viewer's layout choice set to `label`; returns once the box is as wide (`wide`) or fits."""
+    page.locator(".tg-viewer .tg-placing select").select_option(label=label)
+    page.wait_for_function("wide => { const b = document.querySelector('.tg-viewer .tg-scroll'); "
+                           "return (b.scrollWidth > b.clientWidth + 60) === wide; }", arg=wide, timeout=60_000)
+
+
 def step_right(root: str):
     """A redraw: the step slider of the viewer under `root` one position right (back to its first at the end)."""
     def redraw(page) -> None:
@@ -551,7 +586,15 @@ def step_right(root: str):
 
 def interact_01(page, name: str = "01_step_through.ipynb") -> None:
     title, view = ".tg-viewer .js-plotly-plot .gtitle", ".tg-viewer"
+    assert not nodes_outside(page, view)  # step 1 of round 0, laid out on its own nodes
+    t0 = time.perf_counter()
+    placing(page, "layout: whole round", wide=True)  # every node in its final place: as wide as the round's tree
+    moved(page, name, "layout whole round", t0, view)
     assert not scroll_kept(page, view, step_right(view))  # step 1 -> 2
+    t0 = time.perf_counter()
+    placing(page, "layout: this step", wide=False)
+    moved(page, name, "layout this step", t0, view)
+    assert not nodes_outside(page, view)  # step 2: what the step drafted is in the box
     page.locator(".tg-step-slider [role=slider]").first.focus()
     page.keyboard.press("Home")
     page.wait_for_function(f"() => document.querySelector('{title}').textContent.includes('after draft step 1')",
@@ -691,6 +734,7 @@ def test_each_check_fails_on_its_broken_twin(browser, lab):
     problems = look(page, TWIN)
     stale = stale_cue(page)  # the twin's playground gives no cue when a control moves
     sticky = stale_cue(page, ".tg-twin-sticky")  # this one's cue never clears
+    offbox = nodes_outside(page, ".tg-twin-scroll")  # the whole round's layout at step 1: nodes beyond the box
     reset = scroll_kept(page, ".tg-twin-scroll", step_right(".tg-twin-scroll"))  # this viewer's box loses its scroll
     overlaps = overlapping_labels(page, ".tg-twin-labels")
     page.close()
@@ -699,6 +743,7 @@ def test_each_check_fails_on_its_broken_twin(browser, lab):
     assert [kind for kind, _ in stale] == ["stale-without-cue"], stale
     assert [kind for kind, _ in sticky] == ["stale-cue-not-cleared"], sticky
     assert [kind for kind, _ in reset] == ["scroll-reset"], reset
+    assert [kind for kind, _ in offbox] == ["nodes-out-of-view"], offbox
     assert overlaps == [("first label", "second label")], overlaps
     assert outside, "the outside-request check missed the twin's image from example.invalid"
     found = {(i, kind) for i, kind, _ in problems}
@@ -720,6 +765,7 @@ def test_run_all_fails_at_once_naming_the_cell_that_errors(browser, lab):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_shows_what_it_claims_in_the_browser(browser, lab, name):
     page = open_and_run_all(browser, lab, name)
+    executed = executed_problems(name, saved(page, lab, name))  # figures, headline tables, errors, as saved
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
     tracebacks = [e for e in errors if "Traceback" in e or "Error" in e.split("\n")[0]]
     if name in INTERACT:
@@ -738,6 +784,7 @@ def test_notebook_shows_what_it_claims_in_the_browser(browser, lab, name):
         page.locator(selector).first.screenshot(path=str(ARTIFACTS / "readme" / f"{shot}.png"))
     page.close()
     assert not tracebacks, tracebacks[:2]
+    assert not executed, executed
     assert name not in PROFILED or profiles, f"{name} decides on a profile but shows no profile line (n, spread, date)"
     assert not problems, "\n".join(f"cell {i}: {kind}: {detail}" for i, kind, detail in problems)
     assert not browser[1], f"requests to outside hosts: {browser[1][:5]}"

@@ -487,3 +487,18 @@ def test_the_boundary_axes_name_the_signals_in_words_from_the_one_glossary(tiny,
     titles = [fig.layout[f"{ax}axis{i or ''}"].title.text for i in (0, 2, 3, 4) for ax in "xy"]
     assert titles == [signals.words(n) for plane in planes for n in plane]
     assert not set(titles) & {*signals.SIGNALS, "t_tgt_ms", "t_mid_ms"}
+
+
+def test_the_viewer_lays_a_draft_step_out_on_its_own_nodes_unless_asked_for_the_whole_round():
+    """A step's tree fits its own nodes (what the step drafted is in the box); "layout: whole round" keeps every
+    node where the final tree has it, as wide as that tree at every step."""
+    v = StepThroughViewer(tiny_run(rounds=2))
+    v.siblings.value = 0
+    v.step.value = 1
+    own = v.figure.layout.width
+    v.placing.value = True
+    whole = v.figure.layout.width
+    v.step.value = VERIFY
+    assert own < whole == v.figure.layout.width
+    v.placing.value, v.step.value = False, 1
+    assert v.figure.layout.width == own

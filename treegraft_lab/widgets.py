@@ -136,7 +136,8 @@ class StepThroughViewer(W.VBox):
     """Round and step sliders over a recorded run, the output text, and the draft tree in place.
 
     The step slider goes through the draft steps of the round, then "verify": the final tree,
-    pruned to the budget, with the accepted path.
+    pruned to the budget, with the accepted path. Each step's tree is laid out on its own nodes
+    (in view in the box), or with "layout: whole round" where every node keeps its place.
     """
 
     def __init__(self, run, run_id: int = 0, round: int = 0) -> None:
@@ -156,16 +157,21 @@ class StepThroughViewer(W.VBox):
                                  layout={"width": "auto"})
         self.siblings = W.Dropdown(options=[("4 children per parent", 4), ("10 per parent", 10), ("all children", 0)],
                                    value=4, layout={"width": "13em"})  # the others fold into "+m"
+        # a draft step drawn alone fits the box (what the step did is in view); the whole round's layout keeps
+        # every node in its place from step to step, as wide as the final tree
+        self.placing = W.Dropdown(options=[("layout: this step", False), ("layout: whole round", True)], value=False,
+                                  layout={"width": "11.5em"})
+        self.placing.add_class("tg-placing")
         self.text, self.info = W.HTML(), W.HTML()
         self._busy, self._internal, self._pending = False, True, []
         self._set_run(run_id, round)
         self.plot = TreeBox()  # a wide tree scrolls sideways, the legend docked above it
         self.figure = self.plot.show(self._figure())
         self._internal = False
-        for w in (self.pick, self.round, self.step, self.pruned, self.siblings):
+        for w in (self.pick, self.round, self.step, self.pruned, self.siblings, self.placing):
             w.observe(self._changed, "value")
         self._changed()
-        super().__init__([self.pick, W.HBox([self.prev, self.round, self.next]),
+        super().__init__([self.pick, W.HBox([self.prev, self.round, self.next, self.placing]),
                           W.HBox([self.step, self.pruned, self.siblings]), self.info, self.plot, self.text])
         self.add_class("tg-viewer")
 
@@ -198,7 +204,8 @@ class StepThroughViewer(W.VBox):
     def _figure(self) -> go.Figure:
         step = None if self.step.value == VERIFY else int(self.step.value)
         return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
-                           max_children=self.siblings.value or None, scroll=True, caption=None)  # named above the tree
+                           max_children=self.siblings.value or None, scroll=True, caption=None,  # named above the tree
+                           stable=self.placing.value)
 
     def _changed(self, change: dict | None = None) -> None:
         """Redraw for a user's change. The kernel may deliver a change while a redraw is running

@@ -136,8 +136,12 @@ def pair_dtype(name: str, device: str) -> str:
     for on this device where auto has none (printed, so the notebook says why)."""
     p = Params(name, device, current().clock)
     choice = p.scheduler_choice()
-    if choice.dtype != "auto":
-        print(f"note: {choice.note}")
+    if choice.dtype != "auto":  # only the dtype: each run names its own pruning in its caption
+        from treegraft_lab.schedule.choice import dtype_name
+
+        trained = f"its adaptive scheduler {choice.folder.name}" if choice.folder else "its adaptive scheduler"
+        print(f"note: the pair loads in {choice.dtype}, the dtype {trained} was trained for "
+              f"({dtype_name('auto', device)}, this device's default, has none)")
     return choice.dtype
 
 

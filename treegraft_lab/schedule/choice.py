@@ -39,7 +39,7 @@ def _dtypes(device: str, clock: str) -> list[str]:
     return ["auto", "float32"]
 
 
-def _dtype_name(dtype: str, device: str) -> str:
+def dtype_name(dtype: str, device: str) -> str:
     from treegraft_lab.models import resolve_device, resolve_dtype
 
     return str(resolve_dtype(dtype, resolve_device(device))).removeprefix("torch.")
@@ -78,9 +78,9 @@ def _chosen(dtype: str, prune: str, folder: Path, dtypes: list[str], prunes: lis
     """One line: the settings chosen for the scheduler, and the defaults they replace."""
     why = []
     if dtype != dtypes[0]:
-        why.append(f"not {_dtype_name(dtypes[0], device)}, which has none")
+        why.append(f"not {dtype_name(dtypes[0], device)}, which has none")
     if prune != prunes[0]:
         why.append(f"not prune={prunes[0]}, which has none")
-    dt = _dtype_name(dtype, device) if clock == "wall" else "any dtype"
+    dt = dtype_name(dtype, device) if clock == "wall" else "any dtype"
     return (f"{dt}, prune={prune}: the settings the adaptive scheduler {folder.name} was trained for"
             + (f" ({'; '.join(why)})" if why else ""))
