@@ -3,7 +3,7 @@ PY := .venv/bin/python
 PIP := .venv/bin/pip
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup demo test lint prompts clean-venv browser-deps screenshots bench-peers bench-peers-wall
+.PHONY: setup demo test lint results prompts clean-venv browser-deps screenshots bench-peers bench-peers-wall
 
 setup: $(VENV_STAMP)
 
@@ -49,6 +49,10 @@ bench-peers: setup
 bench-peers-wall: setup
 	CLOCK=wall scripts/bench_peers.sh
 	$(PY) scripts/peer_tables.py --clock wall
+
+# docs/results.md and the README's results table, written from the committed data (tests/test_results_page.py checks both).
+results: setup
+	.venv/bin/treegraft-lab report
 
 lint: setup
 	.venv/bin/ruff check treegraft_lab tests scripts notebooks

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train-scheduler": ("train_scheduler", "train the value system and distil the online MLP"),
     "scheduler": ("scheduler", "inspect a trained scheduler artifact"),
     "bench": ("bench", "benchmark TreeGraft against peers, side by side in one run"),
+    "report": ("report", "write docs/results.md and the README's results table from the committed data"),
     "regime": ("regime", "where WHEN matters: all-small, all-mid, masks, oracle and adaptive against T_mid / T_tgt"),
 }
 
