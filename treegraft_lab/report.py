@@ -166,6 +166,12 @@ def peer_table(folders: list[Path], clock: str) -> str:
                   "identical to plain", "prompts"], rows)
 
 
+def bench_peers_folders(clock: str) -> list[Path]:
+    """The bench folders scripts/bench_peers.sh writes for `clock`: every method, then all-small with each small drafter."""
+    return [BENCH / f"smollm2-pocket-{clock}-peers"] + [BENCH / f"smollm2-pocket-{clock}-small-{s}"
+                                                         for s in ("ngram", "suffix", "ngram+suffix", "recycling")]
+
+
 def full_growth_wall() -> str:
     """The full growth on the wall clock with value pruning."""
     folder = "smollm2-pocket-wall-value"

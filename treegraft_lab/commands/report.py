@@ -2,6 +2,7 @@
 
     treegraft-lab report            # rewrite both
     treegraft-lab report --check    # exit 1, naming the file, where either differs from what the data give
+    treegraft-lab report --peers wall   # print the peer table of the folders `make bench-peers-wall` writes
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ import sys
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 where a page differs from the data")
+    parser.add_argument("--peers", metavar="CLOCK", default=None,
+                        help="only print the peer table of scripts/bench_peers.sh's folders for CLOCK (wall or a profile)")
 
 
 def run(args: argparse.Namespace) -> int:
     from treegraft_lab import report
 
+    if args.peers:
+        print(report.peer_table(report.bench_peers_folders(args.peers), args.peers))
+        return 0
     stale = []
     for path, text in report.pages().items():
         if path.read_text() == text:
