@@ -47,10 +47,16 @@ def table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
 
 
+SCRIPTS_REMOVED_IN = "9416a6d"  # the commit that removed the one-off experiment scripts some data were made by
+
+
 def provenance(commands: list[str], machine: str, date: str, data: str) -> str:
-    """The command block and one line naming machine, date and data folder, under a table's heading."""
+    """The command block and one line naming machine, date and data folder, under a table's heading;
+    a command whose script is no longer in scripts/ says where it went."""
     block = "\n".join("    " + c for c in commands)
-    return f"{block}\n\nMachine: {machine}. Date: {date}. Data: `{data}`."
+    gone = sorted({w for c in commands for w in c.split() if w.startswith("scripts/") and not (REPO_DIR / w).exists()})
+    note = "".join(f" `{w}` was removed in commit {SCRIPTS_REMOVED_IN}; see git history." for w in gone)
+    return f"{block}\n\nMachine: {machine}. Date: {date}. Data: `{data}`.{note}"
 
 
 # --- benchmarks ---------------------------------------------------------------------------------
