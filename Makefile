@@ -3,7 +3,7 @@ PY := .venv/bin/python
 PIP := .venv/bin/pip
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup demo test lint prompts clean-venv browser-deps screenshots bench-peers bench-peers-wall
+.PHONY: setup demo test lint results prompts clean-venv browser-deps screenshots bench-peers bench-peers-wall
 
 setup: $(VENV_STAMP)
 
@@ -39,16 +39,20 @@ screenshots: setup browser-deps
 	@mkdir -p docs/img
 	cp test-artifacts/browser/readme/*.png docs/img/
 
-# The README's peer tables (Token Recycling, suffix decoding, the switching rules, each small
+# The peer tables (Token Recycling, suffix decoding, the switching rules, each small
 # drafter): modelled on a100-paper (any machine, about an hour on 2 cores), and this machine's wall
 # clock (run it on an otherwise idle machine).
 bench-peers: setup
 	CLOCK=a100-paper scripts/bench_peers.sh
-	$(PY) scripts/peer_tables.py --clock a100-paper
+	.venv/bin/treegraft-lab report --peers a100-paper
 
 bench-peers-wall: setup
 	CLOCK=wall scripts/bench_peers.sh
-	$(PY) scripts/peer_tables.py --clock wall
+	.venv/bin/treegraft-lab report --peers wall
+
+# docs/results.md and the README's results table, written from the committed data (tests/test_results_page.py checks both).
+results: setup
+	.venv/bin/treegraft-lab report
 
 lint: setup
 	.venv/bin/ruff check treegraft_lab tests scripts notebooks

@@ -87,6 +87,32 @@ def test_every_notebook_tags_its_figures_and_headline_tables():
             assert "headline" in tags, name
 
 
+def long_functions(nb, limit: int = 3) -> list[str]:
+    """The functions (and methods) defined in a notebook's code cells that run over `limit` lines."""
+    import ast
+
+    out = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.splitlines())
+        for node in ast.walk(ast.parse(code)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit:
+                out.append(f"cell {i}: {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    return out
+
+
+def test_notebook_07_defines_no_function_longer_than_three_lines():
+    nb = nbformat.read(NB_DIR / "07_paper_tables.ipynb", as_version=4)
+    assert long_functions(nb) == [], "move the logic into treegraft_lab.viz.paper_bench and call it"
+
+
+def test_long_function_check_sees_a_four_line_function():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("def ok(x):\n    return x\n"),
+                                         nbformat.v4.new_code_cell("%%time\ndef f(x):\n    y = x\n    z = y\n    return z")])
+    assert long_functions(nb) == ["cell 1: f (4 lines)"]
+
+
 def test_there_are_eight_notebooks():
     assert len(NOTEBOOKS) == 8, NOTEBOOKS
 

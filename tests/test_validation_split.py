@@ -15,12 +15,8 @@ from treegraft_lab.prompts import load_prompts, tuning_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {"chat", "long_doc", "code", "math", "translation", "multi_turn"}
-# Everything that fits, trains or chose a default reads prompts through `tuning_prompts` only
-# (scripts/growth_compare.py reports on eval: it tunes nothing).
-TUNING_CODE = ["treegraft_lab/commands/collect.py", "treegraft_lab/training/drafter_distill.py",
-               "scripts/calibrate_budget.py", "scripts/lookup_growth.py",
-               "scripts/prompt_fusion_ab.py", "scripts/prune_compare.py", "scripts/regime_validate.py",
-               "scripts/scheduler_wall_check.py", "scripts/small_drafter_ab.py"]
+# Everything that fits, trains or chose a default reads prompts through `tuning_prompts` only.
+TUNING_CODE = ["treegraft_lab/commands/collect.py", "treegraft_lab/training/drafter_distill.py"]
 
 
 def test_validation_set_holds_at_least_60_prompts_of_six_kinds():

@@ -31,7 +31,7 @@ from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import artifact_folder
 from treegraft_lab.tree import MID
 
-# (a_max, half, power) fitted by scripts/calibrate_budget.py on the offline pair's final drafter,
+# (a_max, half, power) fitted by scripts/calibrate_budget.py (removed in commit 9416a6d; git history) on the offline pair's final drafter,
 # 6 train prompts x 64 tokens, budgets 2..63 (docs/performance.md). "small": the n-gram drafter
 # alone; "default": any schedule calling the mid drafter (fitted on 10101).
 ACCEPTANCE = {"small": (0.619, 1.5, 1.4), "default": (1.972, 3.5, 0.9)}

@@ -19,8 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "zoo": ("zoo", "fetch the offline target, distil and card the mid drafter"),
     "collect": ("collect", "collect scheduler trajectories by replaying every schedule"),
     "train-scheduler": ("train_scheduler", "train the value system and distil the online MLP"),
+    "fit-rules": ("fit_rules", "fit the switching rules' values (rule:match, rule:score) on collected trajectories"),
     "scheduler": ("scheduler", "inspect a trained scheduler artifact"),
     "bench": ("bench", "benchmark TreeGraft against peers, side by side in one run"),
+    "report": ("report", "write docs/results.md and the README's results table from the committed data"),
     "regime": ("regime", "where WHEN matters: all-small, all-mid, masks, oracle and adaptive against T_mid / T_tgt"),
 }
 

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps-figure", type=Path, default=None,
                         help="write which draft steps the oracle and adaptive-family call the mid drafter at (PNG)")
     parser.add_argument("--markdown", action="store_true",
-                        help="also print the map as a markdown table (the README's), adaptive-family as its focus")
+                        help="also print the map as a markdown table (docs/results.md's), adaptive-family as its focus")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")

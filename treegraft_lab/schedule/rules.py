@@ -15,7 +15,7 @@ value of a grid follows its decisions through the recorded schedule tree of ever
 and the value with the highest tokens / modelled time over the round starts wins (ties: the
 smaller value, fewer mid calls). Fitted values live per pair in data/scheduler/<pair>/rules.json
 under "<profile class>-<prune>-<growth>-<small>", with the grid's numbers and the command
-(scripts/fit_rules.py writes it and RULES.md, its card).
+(`treegraft-lab fit-rules` writes it and RULES.md, its card).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class RulePolicy:
             value = read_fitted(name).get(key, {}).get(rule, {}).get("value") if name else None
             if value is None:
                 raise TreeGraftError(f"no fitted {rule} for pair {name!r} and {key} (data/scheduler/{name}/rules.json): "
-                                     f"give a value ('{rule}={GRIDS[rule][3]}') or fit one with scripts/fit_rules.py")
+                                     f"give a value ('{rule}={GRIDS[rule][3]}') or fit one with `treegraft-lab fit-rules TRAJECTORIES`")
         return cls(rule, float(value))
 
 

@@ -1,4 +1,4 @@
-"""Fit the rule schedules' values (rule:match's tau, rule:score's threshold) on the train split.
+"""`treegraft-lab fit-rules`: fit the rule schedules' values (rule:match's tau, rule:score's threshold) on the train split.
 
 Reads a trajectories folder (the round starts of the train prompts with every schedule replayed
 and priced, as the learned scheduler was trained on), follows each rule at every value of its
@@ -7,8 +7,8 @@ second (`treegraft_lab.schedule.rules.fit`). Writes the values into
 data/scheduler/<pair>/rules.json under "<profile class>-<prune>-<growth>-<small>" and regenerates
 RULES.md beside it (the card).
 
-    .venv/bin/python scripts/fit_rules.py data/trajectories/smollm2-pocket-a100-topk-lookup
-    .venv/bin/python scripts/fit_rules.py data/trajectories/smollm2-pocket-cpu-value-lookup
+    treegraft-lab fit-rules data/trajectories/smollm2-pocket-a100-topk-lookup
+    treegraft-lab fit-rules data/trajectories/smollm2-pocket-cpu-value-lookup
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 import time
 from pathlib import Path
+
+from treegraft_lab.errors import TreeGraftError
 
 
 def card(pair_name: str, fitted: dict) -> str:
@@ -45,12 +46,13 @@ def card(pair_name: str, fitted: dict) -> str:
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("trajectories", help="a folder of data/trajectories/")
     p.add_argument("--small", default=None, help="the small drafter the trajectories were collected with "
                    "(default: the one they record)")
-    args = p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
@@ -60,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     from treegraft_lab.schedule.adaptive import profile_class
 
     folder = Path(args.trajectories)
+    if not (folder / "trajectories.json").is_file():
+        raise TreeGraftError(f"{folder}: no trajectories.json; give a folder written by `treegraft-lab collect`")
     meta = json.loads((folder / "trajectories.json").read_text())
     df = pd.read_parquet(folder / "trajectories.parquet")
     profile = costs.load(str(folder / "profile.json"))
@@ -69,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     key = f"{profile_class(profile)}-{cfg.prune}-{cfg.growth}-{cfg.small}"
     entry = {"profile": profile.name, "states": int(df.state.nunique()), "prompts": int(df.qid.nunique()),
              "trajectories": str(folder), "date": time.strftime("%Y-%m-%d"),
-             "command": "python scripts/fit_rules.py " + shlex.join(sys.argv[1:] if argv is None else argv)}
+             "command": "treegraft-lab fit-rules " + shlex.join([str(folder), *(["--small", args.small] if args.small else [])])}
     for rule in rules.GRIDS:
         entry[rule] = rules.fit(df, rule, ngram_max=cfg.ngram_max)
         print(f"{key} {rule} = {entry[rule]['value']:g}")
@@ -80,7 +84,3 @@ def main(argv: list[str] | None = None) -> int:
     (path.parent / "RULES.md").write_text(card(meta["pair"], fitted), encoding="utf-8")
     print(f"wrote {path}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
