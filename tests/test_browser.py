@@ -375,7 +375,7 @@ def browser(lab):
         os.environ["HOME"] = home_before
 
 
-def open_and_run_all(browser, lab, name: str, timeout_s: float = 900):
+def open_and_run_all(browser, lab, name: str, timeout_s: float = float(os.environ.get("BROWSER_TIMEOUT_S", 900))):
     """A page with `name` open and every cell executed; widgets given time to render."""
     b, blocked = browser
 

@@ -107,8 +107,8 @@ def graft_summary(run, by_category: bool = False) -> pd.DataFrame:
 
     One definition for every table, figure and text:
     - reselected share: of all frontier nodes those mid steps expanded, the share at a depth below
-      the mean depth of the conventional frontier N_k (pooled over nodes, as the paper's 61.47%);
-    - pool ratio: mean |C_k| / mean |N_k| (a ratio of means, as the paper's 112.54 nodes = 2.38x);
+      the mean depth of the conventional frontier N_k (pooled over nodes, as the paper's `paper.RESELECTED_SHARE`);
+    - pool ratio: mean |C_k| / mean |N_k| (a ratio of means, as the paper's `paper.POOL_RATIO`);
     - mean pool: mean |C_k| in nodes.
     With n beside them: prompts, mid steps, frontier nodes. One row "all" (plus one per category).
     """
@@ -129,7 +129,7 @@ def graft_summary(run, by_category: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("group")
 
 
-PAPER_GRAFT = {"reselected share": 0.6147, "pool ratio": 2.38, "mean pool": 112.54}  # the paper's values
+PAPER_GRAFT = {"reselected share": paper.RESELECTED_SHARE, "pool ratio": paper.POOL_RATIO, "mean pool": paper.MEAN_POOL}
 
 
 def graft_by_category(summary: pd.DataFrame) -> PlotFigure:
@@ -147,9 +147,9 @@ def graft_by_category(summary: pd.DataFrame) -> PlotFigure:
         ax.axvline(PAPER_GRAFT[col], ls="--", color=PAPER)
         ax.set(ylabel="")
     a1.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    a1.set(xlim=(0, 1.15), xlabel="frontier reselected at an earlier depth", title="reselection share (dashed: paper, 61.47%)")
+    a1.set(xlim=(0, 1.15), xlabel="frontier reselected at an earlier depth", title=f"reselection share (dashed: paper, {paper.RESELECTED_SHARE:.2%})")
     a2.set(xlim=(0, 1.2 * max(df["pool ratio"].max(), PAPER_GRAFT["pool ratio"])),
-           xlabel="pool |C_k| / conventional pool |N_k|", title="candidate pool ratio (dashed: paper, 2.38x)")
+           xlabel="pool |C_k| / conventional pool |N_k|", title=f"candidate pool ratio (dashed: paper, {paper.POOL_RATIO:g}x)")
     a1.set_ylabel("")  # the bar labels carry n (mid steps, k >= 2); a long label is clipped on short figures
     return fig
 
@@ -367,8 +367,8 @@ def paper_statistics(run) -> pd.DataFrame:
     under this project's `graft_summary` / `accepted` definition, where it differs), `n` (what it
     was averaged over), `paper` (the paper's number), `definition` (one line). The release computes
     no conventional pool: the definition used (nodes at the depths of the frontier before
-    reselection, i.e. the release's candidate pool with lookback 0) is inferred from
-    112.54 / 2.38 = 47.3 nodes, which fits it.
+    reselection, i.e. the release's candidate pool with lookback 0) is inferred from the paper's
+    mean pool over its pool ratio (`paper.CONVENTIONAL_POOL`), which it fits.
     """
     a, tokens, forwards = acceptance_length(run)
     steps = paper_steps(run)
@@ -403,7 +403,7 @@ def paper_statistics(run) -> pd.DataFrame:
         ("conventional pool", float(steps["conventional"].mean()) if len(steps) else math.nan,
          our("mean conventional pool"), f"{len(steps):,} draft steps (all k)", PAPER_STATS["conventional pool"],
          "INFERRED (not in the release): nodes at the depths of the frontier before reselection, fits "
-         "112.54 / 2.38 = 47.3; ours: |N_k| at mid steps k >= 2"),
+         f"{paper.MEAN_POOL:g} / {paper.POOL_RATIO:g} = {paper.CONVENTIONAL_POOL:.1f}; ours: |N_k| at mid steps k >= 2"),
         ("pool ratio", float(steps["pool"].mean() / steps["conventional"].mean()) if len(steps) else math.nan,
          our("pool ratio"), f"{len(steps):,} draft steps (ratio of means)", PAPER_STATS["pool ratio"],
          "mean candidate pool / mean conventional pool; ours: mean |C_k| / mean |N_k| at mid steps k >= 2"),
@@ -507,7 +507,7 @@ def release_comparison(runs: dict, schedule: str = "10101") -> pd.DataFrame:
     """The release's statistics side by side, as text cells: the paper's number, then per run of
     `runs` ({label: Run}) the value with its 95% interval over prompts and its n, then the authors'
     release on this pair (`release_reference`: other prompts than a notebook's run may use). The
-    paper reports its 61.47% without saying over which calls: it stands beside both shares."""
+    paper reports its share without saying over which calls: it stands beside both shares."""
     ref = release_reference(schedule)
     names = [*RELEASE_STATS, *(f"mid calls at step {k}" for k in range(1, 6))]
 
@@ -580,9 +580,9 @@ def paper_by_category(summary: pd.DataFrame) -> PlotFigure:
     a2.axvline(PAPER_STATS["pool ratio"], ls="--", color=PAPER, zorder=1)
     a1.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
     a1.set(xlim=(0, 1.15), ylabel="", xlabel="share of the frontier at a depth\nthe previous frontier did not hold",
-           title="reselected share (dashed: paper, 61.47%)")
+           title=f"reselected share (dashed: paper, {paper.RESELECTED_SHARE:.2%})")
     a2.set(xlim=(0, 1.25 * max(df["pool ratio"].max(), PAPER_STATS["pool ratio"])), ylabel="",
-           xlabel="mean candidate pool /\nmean conventional pool", title="pool ratio (dashed: paper, 2.38x)")
+           xlabel="mean candidate pool /\nmean conventional pool", title=f"pool ratio (dashed: paper, {paper.POOL_RATIO:g}x)")
     sns.move_legend(a1, "lower center", bbox_to_anchor=(0.5, 1.12), ncol=2, frameon=False, title=None, fontsize=8)
     return fig
 
