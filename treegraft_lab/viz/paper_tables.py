@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from treegraft_lab.bench import ABLATION_ROWS
+
 NOT_RUN = "not run"
 
 
@@ -125,8 +127,9 @@ def growth_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-ABLATION_LABELS = {"ar": "plain decoding", "small": "all-small", "mid": "all-mid", "csd": "CSD", "no-eg": "w/o EG",
-                   "no-nd": "w/o ND", "10101": "TreeGraft fixed (10101)", "adaptive": "TreeGraft adaptive"}
+# the paper's ablation rows, labelled as the benchmark's ablation table labels them, after the endpoints
+ABLATION_LABELS = {"ar": "plain decoding", "small": "all-small", "mid": "all-mid",
+                   **{m: ABLATION_ROWS[m] for m in ("csd", "no-eg", "no-nd", "10101", "adaptive")}}
 
 
 def ablation_markdown(folder: Path, clock: str = "a100-paper") -> str:
