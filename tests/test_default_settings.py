@@ -97,7 +97,7 @@ def test_notebooks_load_the_pair_in_the_dtype_its_scheduler_was_trained_for(bf16
     seen = []
     monkeypatch.setattr(models, "load_pair", lambda *a, **k: seen.append(k) or object())
     wb.params("smollm2-pocket", "auto", "wall")
-    wb._load_pair.__wrapped__("smollm2-pocket", "auto")
+    wb.cached_pair.__wrapped__("smollm2-pocket", "auto")
     assert seen[0]["dtype"] == "float32"
     assert "note: float32, prune=value: the settings the adaptive scheduler cpu-float32-value was trained for " \
            "(not bfloat16, which has none)" in capsys.readouterr().out
