@@ -284,7 +284,7 @@ def _greedy(pair, ids: list[int], n: int) -> list[int]:
 def step_greedy(dev: torch.device) -> dict:
     """Greedy match rate against HF generate for small, mid, 10101 and oracle (twice in bf16: with
     the model's own logits, and with float32 logits)."""
-    from treegraft_lab.commands.check_lossless import _divergence
+    from treegraft_lab.commands.check_lossless import divergence
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
 
@@ -305,7 +305,7 @@ def step_greedy(dev: torch.device) -> dict:
                     if ours == ref:
                         match += 1
                         continue
-                    d = _divergence(pair, p, ours, ref)
+                    d = divergence(pair, p, ours, ref)
                     gaps.append(d)
                     if pair.dtype == torch.float32 or not d.get("numerics"):
                         beyond.append((arch, schedule, f32, d))

@@ -11,6 +11,8 @@ import pytest
 from treegraft_lab import bench, budget
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
+from treegraft_lab.schedule import artifact
+from treegraft_lab.schedule.adaptive import AdaptivePolicy
 from treegraft_lab.tiny import tiny_pair
 
 PROMPTS = [
@@ -169,8 +171,6 @@ def test_fit_acceptance_recovers_the_model():
 
 
 def test_auto_budget_reads_the_adaptive_artifacts_call_rate(tmp_path):
-    from types import SimpleNamespace
-
     from test_scheduler import make_artifact
 
     folder = tmp_path / "sched"
@@ -179,9 +179,23 @@ def test_auto_budget_reads_the_adaptive_artifacts_call_rate(tmp_path):
     meta["student_train"] = {"call_rate": 0.2}
     (folder / "scheduler.json").write_text(json.dumps(meta))
     cfg = DecodeConfig(schedule="adaptive", scheduler_path=str(folder))
-    assert budget.expected_mid_calls(cfg, SimpleNamespace(name="smollm2-pocket")) == pytest.approx(1.0)
-    # no readable artifact: half the steps, as for other policies
-    assert budget.expected_mid_calls(DecodeConfig(schedule="adaptive"), SimpleNamespace(name="no-such-pair")) == 2.5
+    assert budget.expected_mid_calls(cfg, AdaptivePolicy(artifact.load(folder))) == pytest.approx(1.0)
+    # no artifact: half the steps, as for other policies
+    assert budget.expected_mid_calls(DecodeConfig(schedule="adaptive")) == 2.5
+
+
+def test_a_decoder_with_an_adaptive_schedule_and_budget_auto_loads_the_artifact_once(tmp_path, monkeypatch):
+    from test_scheduler import make_artifact
+
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    make_artifact(tmp_path, profile_class="a100-paper", growth="lookup", small="ngram+recycling", recycle_below=2,
+                  student_train={"call_rate": 0.2})
+    loads = []
+    monkeypatch.setattr(artifact, "load", lambda folder, _load=artifact.load: loads.append(folder) or _load(folder))
+    dec = TreeGraftDecoder(tiny_pair(), DecodeConfig(schedule="adaptive", budget="auto", clock="a100-paper",
+                                                     scheduler_path=str(tmp_path)))
+    assert loads == [tmp_path] and dec.budget == budget.auto_budget(None, dec.config, dec.profile, dec.policy)
 
 
 def _chain_tree(edge_ps):
@@ -345,7 +359,7 @@ def test_the_decisions_digest_reads_the_kept_tree_not_only_tokens_schedule_and_a
 
 
 def test_the_demo_names_the_adaptive_row_that_made_no_mid_call_and_prints_its_twins_number():
-    from treegraft_lab.commands.demo import _table
+    from treegraft_lab.commands.demo import method_table
 
     def rec(method, wall, repeat, decisions, mid_calls=0.0):
         return {**_rec("p1", "copies", method, 60, wall, rounds=20, accepted=40, repeat=repeat),
@@ -356,7 +370,7 @@ def test_the_demo_names_the_adaptive_row_that_made_no_mid_call_and_prints_its_tw
     recs += [rec("adaptive", w, r, "d") for r, w in enumerate((1.1, 0.9, 1.3))]  # the same decisions, timed apart
     recs += [rec("10101", 1.5, r, "e", mid_calls=60.0) for r in (0, 1, 2)]
     records = pd.DataFrame(recs)
-    rows = _table(bench.BenchResult(records, bench.summarize(records), {}), "wall", ["copies"])
+    rows = method_table(bench.BenchResult(records, bench.summarize(records), {}), "wall", ["copies"])
     small, adaptive, fixed = (next(r for r in rows if label in r) for label in ("all-small", "adaptive", "10101"))
     assert "min–max" in rows[0]
     assert "(same decisions as TreeGraft all-small; no mid call)" in adaptive

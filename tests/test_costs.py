@@ -13,6 +13,7 @@ from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
+from treegraft_lab.presets import preset
 from treegraft_lab.tiny import tiny_pair
 
 IDS = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3]
@@ -54,7 +55,7 @@ def test_the_device_profile_is_measured_once_and_then_read_from_disk(cache, monk
     assert set(first.target) == set(measure.TARGET_SIZES) and set(first.mid) == set(measure.MID_SIZES)
     values = sorted(first.target.items())
     assert all(a[1] <= b[1] for a, b in zip(values, values[1:]))  # a longer forward never costs less
-    measure._read.cache_clear()
+    measure.read_profile.cache_clear()
     monkeypatch.setattr(measure, "measure", lambda *a, **k: pytest.fail("measured again instead of reading the cache"))
     assert measure.for_pair(pair) == first
 
@@ -147,7 +148,7 @@ def test_decisions_do_not_follow_the_load_of_the_machine(cache):
     prof = costs.DeviceProfile("toy", {1: 20.0, 64: 40.0, 128: 80.0}, {1: 5.0, 500: 30.0}, 0.5)
     folder = cache.parent / "art"
     make_artifact(folder, pair="tiny-llama", profile_class="toy", prune="value")
-    cfg = DecodeConfig(schedule="adaptive", prune="value", clock=prof, scheduler_path=str(folder))
+    cfg = preset("full", schedule="adaptive", prune="value", clock=prof, scheduler_path=str(folder))
     calm_dec = TreeGraftDecoder(pair, cfg)
     _decisions(calm_dec)  # warm-up: the first decode's one-off costs would otherwise hide the sleeps
     calm, calm_rounds = _decisions(calm_dec)
@@ -174,17 +175,17 @@ def test_a_scheduler_for_another_profile_or_pruning_is_refused(tmp_path):
 
     make_artifact(tmp_path, pair="tiny-llama", profile_class="a100-paper", prune="topk")
     cfg = {"schedule": "adaptive", "scheduler_path": str(tmp_path)}
-    TreeGraftDecoder(noisy_pair(), DecodeConfig(clock="a100-paper", **cfg))  # the matching one loads
+    TreeGraftDecoder(noisy_pair(), preset("full", clock="a100-paper", **cfg))  # the matching one loads
     with pytest.raises(TreeGraftError, match="trained for profile 'a100-paper', not 'cpu-float32'"):
-        TreeGraftDecoder(noisy_pair(), DecodeConfig(**cfg))
+        TreeGraftDecoder(noisy_pair(), preset("full", **cfg))
     with pytest.raises(TreeGraftError, match="trained for prune 'topk', not 'value'"):
-        TreeGraftDecoder(noisy_pair(), DecodeConfig(clock="a100-paper", prune="value", **cfg))
+        TreeGraftDecoder(noisy_pair(), preset("full", clock="a100-paper", prune="value", **cfg))
 
 
 def test_a_modelled_run_is_lossless_and_priced_from_its_rounds_sizes():
     pair = tiny_pair("llama")
     a100 = costs.load("a100-paper")
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock="a100-paper"))
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", clock="a100-paper"))
     sizes = []
     with dec.hooks({"step.expand": lambda ev: sizes.append((ev.data["call_mid"], ev.data["forwarded"]))}):
         gen = dec.generate(IDS, max_new_tokens=20)
@@ -245,7 +246,7 @@ def test_a_noisy_measurement_is_measured_again_and_kept_with_its_n_spread_and_da
     assert seen.count(("target", 64)) == 10  # the noisy measurement was measured again
     assert prof.n == 5 and prof.spread == pytest.approx(0.03 / 1.03) and prof.measured.startswith(time.strftime("%Y-%m-%d"))
     assert prof.checked == [measure.ORDER_CHECK, "repeated timings within 50%"]
-    measure._read.cache_clear()
+    measure.read_profile.cache_clear()
     back = measure.cached(pair)
     assert (back.n, back.spread, back.measured, back.checked) == (prof.n, prof.spread, prof.measured, prof.checked)
     monkeypatch.setattr(measure, "forward_times", lambda m, n, c=0, repeats=5: [1.0 if i % 2 else 1e3 for i in range(repeats)])
@@ -259,7 +260,7 @@ def test_a_cached_profile_that_is_insane_or_lacks_its_spread_is_measured_again(c
     for old in (costs.DeviceProfile("insane", {1: 10.0, 128: 20.0}, {1: 30.0, 400: 90.0}, 0.5, n=5, spread=0.1),
                 costs.DeviceProfile("unchecked", {1: 100.0, 128: 200.0}, {1: 30.0, 400: 90.0}, 0.5)):
         old.save(measure.cached_path(pair))
-        measure._read.cache_clear()
+        measure.read_profile.cache_clear()
         assert measure.for_pair(pair, progress=False).name != old.name
     assert seen.count(("mid", 1)) == 2 * 5
 

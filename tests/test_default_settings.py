@@ -97,7 +97,7 @@ def test_notebooks_load_the_pair_in_the_dtype_its_scheduler_was_trained_for(bf16
     seen = []
     monkeypatch.setattr(models, "load_pair", lambda *a, **k: seen.append(k) or object())
     wb.params("smollm2-pocket", "auto", "wall")
-    wb._load_pair.__wrapped__("smollm2-pocket", "auto")
+    wb.cached_pair.__wrapped__("smollm2-pocket", "auto")
     assert seen[0]["dtype"] == "float32"
     out = capsys.readouterr().out
     # the dtype only: the runs' own captions name their pruning (the sample run is top-k, the scheduler's value)

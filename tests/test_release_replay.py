@@ -131,10 +131,9 @@ def continuation_decoder(pair, config, continuations):
 
 
 def release_config(name: str):
-    from treegraft_lab import DecodeConfig
-    from treegraft_lab.config import GROWTHS
+    from treegraft_lab.presets import preset
 
-    return DecodeConfig(schedule=SCHEDULES[name], clock="a100-paper", **GROWTHS["release"])
+    return preset("release", schedule=SCHEDULES[name], clock="a100-paper")
 
 
 @pytest.fixture(scope="module")

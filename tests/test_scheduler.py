@@ -18,6 +18,7 @@ from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramIndex
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.presets import preset
 from treegraft_lab.replay import replay_all
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
@@ -361,7 +362,7 @@ def test_adaptive_schedule_decodes_losslessly_with_an_artifact(tmp_path):
     make_artifact(tmp_path, pair="tiny-llama")
     pair = noisy_pair()
     ids = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
-    g = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", scheduler_path=str(tmp_path))).generate(ids, max_new_tokens=12)
+    g = TreeGraftDecoder(pair, preset("full", schedule="adaptive", scheduler_path=str(tmp_path))).generate(ids, max_new_tokens=12)
     assert g.token_ids == hf_greedy(pair.target, ids, 12)
     assert sum(r.mid_calls for r in g.rounds) > 0
 
@@ -395,16 +396,16 @@ def test_corrupt_artifacts_give_a_clear_error(tmp_path, damage, words):
 def test_a_mismatched_artifact_gives_a_clear_error(tmp_path, monkeypatch):
     make_artifact(tmp_path, pair="tiny")
     with pytest.raises(TreeGraftError, match="depth 5"):
-        AdaptivePolicy.for_pair(None, DecodeConfig(depth=4, scheduler_path=str(tmp_path)))
+        AdaptivePolicy.for_pair(None, DecodeConfig(depth=4, schedule="small", scheduler_path=str(tmp_path)))
     pair = tiny_pair("llama")
     pair.name = "another-pair"
     make_artifact(tmp_path / "cpu-float32-topk", pair="tiny")
     monkeypatch.setattr("treegraft_lab.schedule.adaptive.artifact_dir", lambda name: tmp_path)
     with pytest.raises(TreeGraftError, match="trained for pair 'tiny'"):
-        TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive"))
+        TreeGraftDecoder(pair, preset("full", schedule="adaptive"))
     with pytest.raises(TreeGraftError, match="no scheduler for pair 'another-pair' on profile 'cpu-float32' with "
                                              "prune='value'.*trained ones: cpu-float32-topk"):
-        TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", prune="value"))
+        TreeGraftDecoder(pair, preset("full", schedule="adaptive", prune="value"))
 
 
 def test_scheduler_info_reports_the_artifact(tmp_path, capsys):

@@ -64,7 +64,7 @@ def test_drafter_distillation_refuses_the_validation_split():
     from treegraft_lab.training import drafter_distill
 
     with pytest.raises(TreeGraftError, match="drafter distillation may not read the validation split"):
-        drafter_distill._suite("validation")
+        drafter_distill.suite_split("validation")
 
 
 @pytest.mark.parametrize("argv", [["collect", "--split", "validation"],

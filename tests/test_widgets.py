@@ -15,6 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+from treegraft_lab.presets import preset
 from treegraft_lab.widgets import (
     ROUND_PX,
     VERIFY,
@@ -65,7 +66,7 @@ def tiny_pair():
 @pytest.fixture(scope="module")
 def tiny():
     pair = tiny_pair()
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=12))
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", budget=12))
     with record(dec) as rec:
         gen = dec.generate(PROMPT, max_new_tokens=20)
     return pair, rec.to_run(), gen
@@ -217,7 +218,7 @@ def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny, tmp_pa
     pair = tiny[0]
     folder = tmp_path / "cpu-float32-topk"  # trained for this device's profile class, with top-k pruning
     make_artifact(folder, pair="tiny")
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="adaptive", budget=12, scheduler_path=str(folder)))
+    dec = TreeGraftDecoder(pair, preset("full", schedule="adaptive", budget=12, scheduler_path=str(folder)))
     with record(dec) as rec:
         dec.generate(PROMPT, max_new_tokens=12)
     seen = step_inputs(rec.to_run(), AdaptivePolicy(load(folder)))
@@ -345,7 +346,7 @@ def recorded_tiny_run():
     global _TINY_RUN
     if _TINY_RUN is None:
         pair = tiny_pair()
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=12))
+        dec = TreeGraftDecoder(pair, preset("full", schedule="10101", budget=12))
         with record(dec) as rec:
             dec.generate(PROMPT, max_new_tokens=20)
         _TINY_RUN = rec.to_run()
@@ -477,7 +478,7 @@ def test_the_boundary_axes_name_the_signals_in_words_from_the_one_glossary(tiny,
     assert len({r["in words"] for r in rows}) == len(rows) and not any(snake.fullmatch(r["in words"]) for r in rows)
     folder = tmp_path / "cpu-float32-topk"
     make_artifact(folder, pair="tiny")
-    dec = TreeGraftDecoder(tiny[0], DecodeConfig(schedule="adaptive", budget=12, scheduler_path=str(folder)))
+    dec = TreeGraftDecoder(tiny[0], preset("full", schedule="adaptive", budget=12, scheduler_path=str(folder)))
     with record(dec) as rec:
         dec.generate(PROMPT, max_new_tokens=12)
     policy = AdaptivePolicy(load(folder))

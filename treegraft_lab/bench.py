@@ -330,14 +330,14 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
             ref = outs[("ar", "wall")]["token_ids"]
             for m, c in order:
                 if c == "wall":
-                    rows.append(_record(q, ids, m, r, outs[(m, c)], ref, "wall"))
+                    rows.append(record_row(q, ids, m, r, outs[(m, c)], ref, "wall"))
             for c, prof in (profiles if modelled else {}).items():  # modelled: tree methods rerun, HF priced
                 for m in methods:
                     out = outs.get((m, c)) if m not in HF_METHODS else outs.get((m, "wall"))
                     if out is None:
                         continue
                     ms = price_hf(prof, out) if m in HF_METHODS else out["modelled_ms"]
-                    rows.append(_record(q, ids, m, r, {**out, "wall_s": ms / 1000, "measured_wall_s": out["wall_s"]}, ref, c))
+                    rows.append(record_row(q, ids, m, r, {**out, "wall_s": ms / 1000, "measured_wall_s": out["wall_s"]}, ref, c))
     bar.close()
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                 budgets={m: f["budget"] for m, f in facts.items() if "budget" in f},
@@ -358,7 +358,7 @@ def _growth_name(growth: dict | None) -> str:
     return DecodeConfig(**(growth or {})).growth
 
 
-def _record(q: dict, ids: list[int], method: str, repeat: int, out: dict, ref: list[int], clock: str = "wall") -> dict:
+def record_row(q: dict, ids: list[int], method: str, repeat: int, out: dict, ref: list[int], clock: str = "wall") -> dict:
     toks = out["token_ids"]
     div = next((j for j, (a, b) in enumerate(zip(toks, ref)) if a != b), None)
     if div is None and len(toks) != len(ref):

@@ -26,9 +26,6 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from treegraft_lab.config import parse_mask
-from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.schedule import artifact
-from treegraft_lab.schedule.adaptive import artifact_folder
 from treegraft_lab.tree import MID
 
 # (a_max, half, power) fitted by scripts/calibrate_budget.py (removed in commit 9416a6d; git history) on the offline pair's final drafter,
@@ -62,38 +59,35 @@ def choose_budget(profile, fixed_ms: float = 0.0,
     return max(range(1, max_budget + 1), key=eta)
 
 
-def expected_mid_calls(config, pair=None, profile=None) -> float:
-    """Mid calls per round implied by the schedule: adaptive from its artifact's recorded call
-    rate (when it can be read), oracle and policies half the steps."""
+def expected_mid_calls(config, policy=None) -> float:
+    """Mid calls per round implied by the schedule: adaptive from its artifact's recorded call rate
+    (`policy`: the decoder's policy, whose artifact is read where it was loaded), oracle and other
+    policies half the steps."""
     name = config.schedule_name
     if name == "small":
         return 0.0
     if name == "mid":
         return float(config.depth)
-    if name == "adaptive":
-        rate = _adaptive_call_rate(config, pair, profile)
-        if rate is not None:
-            return rate * config.depth
+    rate = call_rate(policy) if name == "adaptive" else None
+    if rate is not None:
+        return rate * config.depth
     mask = parse_mask(config.schedule, config.depth) if isinstance(config.schedule, (str, list, tuple)) else None
     return float(sum(mask)) if mask is not None else config.depth / 2
 
 
-def _adaptive_call_rate(config, pair, profile=None) -> float | None:
-    """The share of steps at which the scheduler artifact called the mid drafter on its training data."""
-    folder = artifact_folder(pair, config, profile)
-    if folder is None:
-        return None
-    try:
-        rate = artifact.load(folder).meta.get("student_train", {}).get("call_rate")
-    except TreeGraftError:
-        return None
+def call_rate(policy) -> float | None:
+    """The share of steps at which a scheduler artifact called the mid drafter on its training data
+    (None: no artifact, or none recorded)."""
+    art = getattr(policy, "artifact", None)
+    rate = art.meta.get("student_train", {}).get("call_rate") if art is not None else None
     return float(rate) if rate is not None else None
 
 
-def auto_budget(pair, config, profile) -> int:
-    """The budget for `config` on `pair` with the costs of `profile`."""
+def auto_budget(pair, config, profile, policy=None) -> int:
+    """The budget for `config` on `pair` with the costs of `profile` (`policy`: the decoder's, for
+    its call rate)."""
     extra = config.extra or {}
-    calls = expected_mid_calls(config, pair, profile)
+    calls = expected_mid_calls(config, policy)
     mid_ms = 0.0
     if calls and profile.mid:  # a call forwards about the nodes a step grows: W, or W x k per parent
         n = config.width * (config.children if config.expansion == "per_parent" else 1)

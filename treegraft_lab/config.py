@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.presets import FULL_GROWTH, GROWTHS, RELEASE_RULES, SPEED  # noqa: F401  (GROWTHS, RELEASE_RULES: re-exported)
 
 if TYPE_CHECKING:  # the annotation only: `import treegraft_lab.config` stays free of numpy
     from treegraft_lab.costs import DeviceProfile
@@ -13,24 +14,9 @@ if TYPE_CHECKING:  # the annotation only: `import treegraft_lab.config` stays fr
 NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
 RULES = ("rule:match", "rule:score")  # optionally with its value: "rule:match=3", "rule:score=0.3"
 EXPANSIONS = ("per_parent", "global")
-# Named tree-growth rules: DecodeConfig overrides. "full" (the defaults): per-parent top-k children,
-# n-gram chains and the reselection depth window at every one of the D steps; "release": the
-# authors' release as its evaluator runs it (its parent-ending rule, first-step fallback, matcher
-# and scores, frontier order, whole-tree mid scoring and its own prompt forward; replayed round for
-# round by tests/test_release_replay.py); "lookup": the full rule plus prompt lookup's draft (16
-# tokens) under the root at the first small step, its tail joining the frontier, and small steps
-# skipped where they cannot pay; "compact": the global top-W children per step, no chains, every
-# unscored node reselectable.
-RELEASE_RULES = {"fuse_prompt": False, "stop_on_relax_zero": True, "first_step_fallback": True,
-                 "matcher": "release", "frontier_order": "match", "mid_scores_all": True}
-GROWTHS = {
-    "full": {},
-    "release": RELEASE_RULES,
-    "lookup": {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1},
-    "compact": {"expansion": "global", "ngram_chain": False, "lookback": None},
-}
-GROWTH_FIELDS = ("expansion", "ngram_chain", "chain_len", "lookback", "lookup", "chain_frontier", "min_step_p",
-                 *RELEASE_RULES)
+# The named tree-growth rules (`presets.GROWTHS`, each every field of GROWTH_FIELDS): "release" is
+# replayed round for round by tests/test_release_replay.py.
+GROWTH_FIELDS = tuple(FULL_GROWTH)
 MATCHERS = ("index", "release")
 FRONTIER_ORDERS = ("score", "match")
 
@@ -93,11 +79,13 @@ def rule_value(schedule: str) -> tuple[str, float | None]:
 
 @dataclass
 class DecodeConfig:
-    """One decoding run. Defaults follow the paper (D, W, B_ver, n-gram sizes) and the "full" growth.
+    """One decoding run. The defaults are the speed preset (`presets.SPEED`), what the command line
+    means with no flags: the paper's D, W, B_ver and n-gram sizes, the "lookup" growth, the n-gram and
+    Token Recycling small drafters and schedule 10101; `presets.preset("release")` is the release's.
 
     depth: draft steps per round (D). width: frontier width W (the nodes a step expands; the next
-    frontier is the top-W of the nodes a step grew). Tree growth (defaults: growth "full"; growth
-    "release" adds the release's own rules, listed below):
+    frontier is the top-W of the nodes a step grew). Tree growth (growth "full"
+    below; "lookup", the default, adds prompt lookup's chain; "release" the release's own rules, listed below):
     expansion "per_parent" gives EACH frontier parent its own top-`children` children (W = k = 10:
     up to 100 new nodes a step); "global" keeps only the global top-W children over the whole
     frontier (at most W new nodes a step: small trees, for devices where every node costs).
@@ -164,27 +152,27 @@ class DecodeConfig:
     "modelled on <profile>" (it still runs the real models and stays lossless).
     """
 
-    depth: int = 5
-    width: int = 10
-    expansion: str = "per_parent"
-    children: int = 10
-    ngram_chain: bool = True
-    chain_len: int | None = None
-    lookup: int = 0
-    chain_frontier: bool = False
-    min_step_p: float = 0.0
-    fuse_prompt: bool = True
-    stop_on_relax_zero: bool = False
-    first_step_fallback: bool = False
-    matcher: str = "index"
-    frontier_order: str = "score"
-    mid_scores_all: bool = False
+    depth: int = SPEED["depth"]
+    width: int = SPEED["width"]
+    expansion: str = SPEED["expansion"]
+    children: int = SPEED["children"]
+    ngram_chain: bool = SPEED["ngram_chain"]
+    chain_len: int | None = SPEED["chain_len"]
+    lookup: int = SPEED["lookup"]
+    chain_frontier: bool = SPEED["chain_frontier"]
+    min_step_p: float = SPEED["min_step_p"]
+    fuse_prompt: bool = SPEED["fuse_prompt"]
+    stop_on_relax_zero: bool = SPEED["stop_on_relax_zero"]
+    first_step_fallback: bool = SPEED["first_step_fallback"]
+    matcher: str = SPEED["matcher"]
+    frontier_order: str = SPEED["frontier_order"]
+    mid_scores_all: bool = SPEED["mid_scores_all"]
     max_nodes: int | None = None
-    lookback: int | None = 5
-    budget: int | str = 63
-    small: str = "ngram"
-    recycle_below: int = 2
-    prune: str = "topk"
+    lookback: int | None = SPEED["lookback"]
+    budget: int | str = SPEED["budget"]
+    small: str = SPEED["small"]
+    recycle_below: int = SPEED["recycle_below"]
+    prune: str = SPEED["prune"]
     ngram_max: int = 5
     ngram_min: int = 1
     temperature: float = 0.0
@@ -192,7 +180,7 @@ class DecodeConfig:
     top_k: int = 0
     expanded_graft: bool = True
     non_destructive: bool = True
-    schedule: Any = "small"
+    schedule: Any = SPEED["schedule"]
     call_budget: int | None = None
     mid_in_first_round: bool = False
     seed: int | None = None
@@ -276,9 +264,8 @@ class DecodeConfig:
     def growth(self) -> str:
         """The name of the growth rule in `GROWTHS` this config's growth fields match, else "custom"
         (`children`, `max_nodes` and the n-gram sizes are not part of the name)."""
-        base = DecodeConfig.__dataclass_fields__
-        for name, over in GROWTHS.items():
-            if all(getattr(self, f) == over.get(f, base[f].default) for f in GROWTH_FIELDS):
+        for name, rule in GROWTHS.items():
+            if all(getattr(self, f) == rule[f] for f in GROWTH_FIELDS):
                 return name
         return "custom"
 

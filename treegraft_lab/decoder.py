@@ -80,10 +80,10 @@ class TreeGraftDecoder:
         self.profile = measure.resolve(config.clock, pair, allow_measure=False)
         self.cuda = measure.cuda_devices(pair.target, pair.mid)  # synchronised around `timed`
         self.laps = measure.Laps(self.cuda)  # a round's forwards, timed without waiting (CUDA events)
-        self.budget = config.budget if config.budget != "auto" else auto_budget(pair, config, self.profile)
+        self.policy = make_policy(config, pair, self.profile)  # adaptive: its artifact, loaded once
+        self.budget = config.budget if config.budget != "auto" else auto_budget(pair, config, self.profile, self.policy)
         t_tgt, t_mid = scheduler_costs(self.profile, config, self.budget)
         self.costs = {"t_tgt_ms": t_tgt, "t_mid_ms": t_mid}  # the scheduler's T_tgt / T_mid inputs
-        self.policy = make_policy(config, pair, self.profile)
         self.pruner = None  # budget.ValuePruner with prune="value", made per run in start()
         self._hooks: dict[str, list] = {}
         self._draft_ms = 0.0  # this round's draft steps priced by the profile

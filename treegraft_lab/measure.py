@@ -287,7 +287,7 @@ def measure_checked(pair, progress: bool = True) -> DeviceProfile:
 
 
 @functools.cache
-def _read(path: str, mtime_ns: int) -> DeviceProfile | None:
+def read_profile(path: str, mtime_ns: int) -> DeviceProfile | None:
     """A cached profile file, read once per (path, version); None when it is broken."""
     try:
         return DeviceProfile.from_dict(json.loads(Path(path).read_text()), path)
@@ -298,7 +298,7 @@ def _read(path: str, mtime_ns: int) -> DeviceProfile | None:
 def cached(pair) -> DeviceProfile | None:
     """`pair`'s profile on this device from the disk cache, or None: never measures."""
     path = cached_path(pair)
-    return _read(str(path), path.stat().st_mtime_ns) if path.is_file() else None
+    return read_profile(str(path), path.stat().st_mtime_ns) if path.is_file() else None
 
 
 def for_pair(pair, refresh: bool = False, progress: bool = True) -> DeviceProfile:

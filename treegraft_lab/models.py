@@ -1,6 +1,6 @@
 """Model pairs: a target and a mid drafter sharing one tokenizer.
 
-`load_pair("smollm2-pocket")` is the offline default; the paper's pairs are registered as hub ids
+`load_pair()` (`presets.DEFAULT_PAIR`) is the offline default; the paper's pairs are registered as hub ids
 and load in bf16 on CUDA by `plan_placement`'s policy: the mid drafter on ONE GPU (the target's
 first unless told), the target on that GPU alone when it fits there with headroom for its KV
 cache and logits, spread over the visible GPUs only when it must be, and a one-line refusal
@@ -23,10 +23,9 @@ import torch
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import MODELS_DIR
+from treegraft_lab.presets import DEFAULT_PAIR, POCKET_DRAFTER
 
-DEFAULT_PAIR = "smollm2-pocket"
 POCKET_TARGET = "smollm2-135m-instruct"
-POCKET_DRAFTER = "smollm2-pocket-drafter"
 POCKET_DRAFTER_DIR = MODELS_DIR / POCKET_DRAFTER
 HUB_PROBE_TIMEOUT_S = 3.0
 
@@ -539,7 +538,7 @@ def load_pair(
     """Load a registered pair by `name`, or `target`/`mid` (folders, registered names, hub ids).
 
     Explicit `target`/`mid` override the named pair's. With neither a name nor a target, the
-    offline default pair "smollm2-pocket" is used. The tokenizer is the target's; the mid must
+    offline default pair (`presets.DEFAULT_PAIR`) is used. The tokenizer is the target's; the mid must
     share it (`check_same_tokenizer`). With `require_mid=False`, a mid that cannot be found
     (missing folder or drafter, unreachable hub) is skipped with a warning and `pair.mid` is
     None; a mid that is found but does not fit the target is still an error.

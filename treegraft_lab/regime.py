@@ -267,16 +267,17 @@ def ratio_profiles(base: DeviceProfile, ratios: list[float]) -> list[tuple[float
     from treegraft_lab.config import GROWTHS
     from treegraft_lab.costs import scheduler_costs
 
-    cfg = DecodeConfig(**GROWTHS["lookup"])
+    cfg = DecodeConfig(**GROWTHS["lookup"], small="ngram")
     t_tgt, t_mid = scheduler_costs(base, cfg)
     return [(r, replace(base.scaled(mid=r * t_tgt / t_mid), name=f"{base.name}@{r:g}")) for r in ratios]
 
 
 def map_config(growth: str = "lookup", clock: str | DeviceProfile = "wall") -> DecodeConfig:
-    """The regime map's decoding settings: D = 5, W = 10, top-k pruning at B_ver 63, `growth`."""
+    """The regime map's decoding settings: D = 5, W = 10, top-k pruning at B_ver 63, `growth`, the
+    n-gram drafter."""
     from treegraft_lab.config import GROWTHS
 
-    return DecodeConfig(depth=5, width=10, budget=63, prune="topk", clock=clock, **GROWTHS[growth])
+    return DecodeConfig(depth=5, width=10, budget=63, prune="topk", clock=clock, small="ngram", **GROWTHS[growth])
 
 
 def log_ratios(lo: float = 0.02, hi: float = 1.0, n: int = 12) -> list[float]:

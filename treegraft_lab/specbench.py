@@ -162,7 +162,7 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
             ref = outs["ar"]["token_ids"]
             for m in methods:
                 o = outs[m]
-                rec = bench._record(q, o["prompt_ids"], m, 0, {**o["totals"], "token_ids": o["token_ids"]}, ref)
+                rec = bench.record_row(q, o["prompt_ids"], m, 0, {**o["totals"], "token_ids": o["token_ids"]}, ref)
                 rows.append({**rec, "turns": len(q["turns"])})
     finally:
         bar.close()

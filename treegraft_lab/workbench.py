@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from treegraft_lab.paths import RUNS_DIR
+from treegraft_lab.presets import DEFAULT_PAIR
 
 
 def smoke() -> bool:
@@ -46,7 +47,6 @@ def sizes(smoke_mode: bool | None = None) -> Sizes:
 
 
 PAIR_ENV, DEVICE_ENV, CLOCK_ENV = "TREEGRAFT_PAIR", "TREEGRAFT_DEVICE", "TREEGRAFT_CLOCK"
-DEFAULT_PAIR = "smollm2-pocket"
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def demo_pair(device: str | None = None) -> Any:
     proposal is accepted and mid calls cost a full target forward. A note is printed when used.
     """
     p = current()
-    return _load_pair(p.pair, device or p.device)
+    return cached_pair(p.pair, device or p.device)
 
 
 def pair_dtype(name: str, device: str) -> str:
@@ -146,7 +146,7 @@ def pair_dtype(name: str, device: str) -> str:
 
 
 @functools.lru_cache(maxsize=2)
-def _load_pair(name: str, device: str) -> Any:
+def cached_pair(name: str, device: str) -> Any:
     from transformers.utils import logging as hf_logging
 
     from treegraft_lab.errors import TreeGraftError
@@ -203,8 +203,10 @@ def runs_dir() -> Path:
     return Path(env) if env else RUNS_DIR
 
 
-def cached_run(name: str, record: Callable[[], Any]) -> Any:
+def cached_run(name: str, record: Callable[[], Any], config: Any = None) -> Any:
     """Load the run saved as `name` (suffixed `-smoke` under SMOKE=1), or call `record()` and save it.
+    With `config` (the DecodeConfig `record` decodes with), a saved run that grew its trees otherwise
+    (another growth or small drafter, e.g. recorded under older defaults) is recorded again.
 
     Set `RERECORD=1` to record afresh. Views need only the saved tables, never the model.
     """
@@ -215,14 +217,27 @@ def cached_run(name: str, record: Callable[[], Any]) -> Any:
     path = runs_dir() / (sub + name + ("-smoke" if smoke() else ""))
     if (path / "meta.json").exists() and os.environ.get("RERECORD", "") in ("", "0"):
         run = load_run(path)
-        if len(run.runs) and all('"expansion"' in c for c in run.runs["config"]):  # older runs predate the growth options
+        if len(run.runs) and all(_same_trees(c, config) for c in run.runs["config"]):
             print(f"loaded the recorded run {path} (set RERECORD=1 to record it again)")
             return run
-        print(f"{path} was recorded before the tree growth options: recording it again")
+        print(f"{path} was recorded with other tree growth settings: recording it again")
     run = record()
     run.save(path)
     print(f"recorded and saved to {path}")
     return run
+
+
+def _same_trees(recorded: str, config: Any = None) -> bool:
+    """Whether a recorded run's config (JSON) names every growth field, and, given `config`, grows its
+    trees as `config` does (the same growth fields and small drafter)."""
+    import json
+
+    from treegraft_lab.config import GROWTH_FIELDS
+
+    rec = json.loads(recorded)
+    if not all(f in rec for f in GROWTH_FIELDS):  # older runs predate the growth options
+        return False
+    return config is None or all(rec.get(f) == getattr(config, f) for f in (*GROWTH_FIELDS, "small"))
 
 
 SAMPLE_PROMPT = "Explain what a hash map is, with a short example."
@@ -234,7 +249,7 @@ def sample_run() -> Any:
 
     S = sizes()
     cfg = DecodeConfig(schedule="10101", budget=S.budget, clock=current().clock)
-    return cached_run("sample", lambda: record_runs(demo_pair(), [SAMPLE_PROMPT], cfg, S.max_new_tokens))
+    return cached_run("sample", lambda: record_runs(demo_pair(), [SAMPLE_PROMPT], cfg, S.max_new_tokens), cfg)
 
 
 SUITE_SMOKE_CATEGORIES = ("math", "code")  # short prompts: cheap prefill
@@ -253,16 +268,18 @@ def suite_prompts(limit: int | None = None) -> list[dict]:
 
 
 def suite_run(schedule: str = "10101", limit: int | None = None, max_new_tokens: int | None = None,
-              **config: Any) -> Any:
-    """The suite prompts decoded with `schedule` (and any DecodeConfig overrides), recorded once."""
-    from treegraft_lab import DecodeConfig
+              preset: str = "speed", **config: Any) -> Any:
+    """The suite prompts decoded with `schedule` under `preset` ("speed", the defaults, or "release";
+    `presets.PRESETS`) and any DecodeConfig overrides, recorded once."""
+    from treegraft_lab.presets import preset as make
 
     S = sizes()
-    cfg = DecodeConfig(schedule=schedule, **{"budget": S.budget, "clock": current().clock, **config})
+    cfg = make(preset, schedule=schedule, **{"budget": S.budget, "clock": current().clock, **config})
     extra = "".join(f"-{k}={v}" for k, v in sorted(config.items()))
     n = max_new_tokens or S.max_new_tokens
-    name = f"suite-{schedule}{extra}" + (f"-n{limit}" if limit else "") + (f"-t{n}" if max_new_tokens else "")
-    return cached_run(name, lambda: record_runs(demo_pair(), suite_prompts(limit), cfg, n))
+    name = f"suite-{schedule}" + ("" if preset == "speed" else f"-{preset}") + extra + (f"-n{limit}" if limit else "") \
+        + (f"-t{n}" if max_new_tokens else "")
+    return cached_run(name, lambda: record_runs(demo_pair(), suite_prompts(limit), cfg, n), cfg)
 
 
 def figures_dir() -> Path:

@@ -27,7 +27,6 @@ import sys
 import time
 
 from treegraft_lab.commands.common import (
-    _int,
     add_clock_arguments,
     add_growth_arguments,
     add_pair_arguments,
@@ -37,8 +36,10 @@ from treegraft_lab.commands.common import (
     check_settings,
     clocks_from_args,
     growth_from_args,
+    int_or_auto,
     load_pair_from_args,
 )
+from treegraft_lab.presets import DEFAULT_PAIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +82,7 @@ def _choose(args: argparse.Namespace, methods: list[str], growth: dict) -> tuple
         return None, ""
     modelled = [c.strip() for c in args.model_on.split(",") if c.strip()]
     trees = DecodeConfig(**growth)
-    name = None if (args.target or args.mid) else args.pair or "smollm2-pocket"
+    name = None if (args.target or args.mid) else args.pair or DEFAULT_PAIR
     choice = choose_settings(name, device=args.device, dtype=args.dtype, prune=args.prune,
                              clock=modelled[0] if args.model_only and modelled else "wall", growth=trees.growth,
                              small=trees.small)
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         raise TreeGraftError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(bench.METHODS)}")
     if args.max_new_tokens < 1 or args.repeats < 1:
         raise TreeGraftError("--max-new-tokens and --repeats must be >= 1")
-    budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
+    budget = args.budget if args.budget == "auto" else int_or_auto(args.budget, "--budget")
     growth = growth_from_args(args)
     named = "adaptive" in methods and args.methods != ",".join(bench.DEFAULT_METHODS)  # asked for by name
     no_adaptive, note = _choose(args, methods, growth)

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_pair_arguments(parser)
 
 
-def _divergence(pair, prompt_ids: list[int], ours: list[int], ref: list[int]) -> dict:
+def divergence(pair, prompt_ids: list[int], ours: list[int], ref: list[int]) -> dict:
     import torch
 
     i = next((j for j, (a, b) in enumerate(zip(ours, ref)) if a != b), min(len(ours), len(ref)))
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             if ours == ref:
                 matches += 1
             else:
-                failures.append({"question_id": q["question_id"], "schedule": s, **_divergence(pair, ids, ours, ref)})
+                failures.append({"question_id": q["question_id"], "schedule": s, **divergence(pair, ids, ours, ref)})
     rate = matches / total if total else 0.0
     if args.json:
         print(json.dumps({"matches": matches, "total": total, "match_rate": rate, "dtype": str(pair.dtype),

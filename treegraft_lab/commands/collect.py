@@ -1,8 +1,8 @@
 """`treegraft-lab collect`: scheduler trajectories (every schedule replayed from sampled round starts).
 
-    treegraft-lab collect --pair smollm2-pocket --split train --shard 0/4   # one job of an array
-    treegraft-lab collect --pair smollm2-pocket --merge                     # after all shards
-    treegraft-lab collect --pair smollm2-pocket --profile a100-paper --out data/trajectories/smollm2-pocket-a100
+    treegraft-lab collect --split train --shard 0/4   # one job of an array
+    treegraft-lab collect --merge                     # after all shards
+    treegraft-lab collect --profile a100-paper --out data/trajectories/<pair>-a100
 
 Trees are pruned and priced with one device profile (treegraft_lab.costs): this device's
 measured one by default, or `--profile NAME|FILE`; the artifact trained on them is for that
@@ -18,10 +18,11 @@ from pathlib import Path
 from treegraft_lab.commands.common import add_prune_argument, check_pair, growth_from_args
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import TRAJECTORIES_DIR
+from treegraft_lab.presets import DEFAULT_PAIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
+    parser.add_argument("--pair", default=DEFAULT_PAIR, help="model pair (default: %(default)s)")
     parser.add_argument("--target", default=None, help="a target folder or name instead of --pair's")
     parser.add_argument("--mid", default=None, help="override the pair's mid drafter (folder or name)")
     parser.add_argument("--prompts", default="treegraft-suite", help="prompt suite or .jsonl file")

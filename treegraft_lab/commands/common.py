@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import argparse
 
+from treegraft_lab.presets import (  # light: no torch
+    DEFAULT_PAIR,
+    GROWTHS,
+    SPEED,
+    SPEED_GROWTH,
+    SPEED_SMALL,
+)
+
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", default=None, help="registered pair name (default: smollm2-pocket)")
+    parser.add_argument("--pair", default=None, help=f"registered pair name (default: {DEFAULT_PAIR})")
     parser.add_argument("--target", default=None, help="target model: local folder, registered name or hub id")
     parser.add_argument("--mid", default=None, help="mid drafter: local folder, registered name or hub id")
     parser.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:N")
@@ -23,7 +31,7 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_prune_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prune", default="topk", choices=("topk", "value"),
+    parser.add_argument("--prune", default=SPEED["prune"], choices=("topk", "value"),
                         help="topk: the budget's best nodes by path score (the paper); value: per round, only "
                              "nodes worth their verification time on this device")
 
@@ -53,19 +61,17 @@ def clocks_from_args(args: argparse.Namespace) -> list[tuple[str, str]]:
     return wall + [(p, args.prune_modelled or args.prune) for p in profiles]
 
 
-DEFAULT_GROWTH = "lookup"  # the product's speed default: the growth measured fastest (README, "Benchmark")
-DEFAULT_SMALL = "ngram+recycling"  # and its small drafter (README, "Benchmark")
+DEFAULT_GROWTH, DEFAULT_SMALL = SPEED_GROWTH, SPEED_SMALL  # the speed preset's (presets.SPEED)
 
 
 def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
-    from treegraft_lab.config import GROWTHS  # light: no torch
     parser.add_argument("--growth", default=DEFAULT_GROWTH, choices=tuple(GROWTHS),
                         help=f"lookup: the full rule plus prompt lookup's draft (up to {GROWTHS['lookup']['lookup']} tokens) grafted under the root; "
                              f"full: per-parent top-k children, n-gram chains, reselection depth window at every "
                              f"step; release: the authors' release as its evaluator runs it (its parent-ending rule, "
                              f"first-step fallback, matcher, frontier order and own prompt forward); compact: the global top-W children per step, no chains, every "
                              f"unscored node reselectable (default: {DEFAULT_GROWTH})")
-    parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k)")
+    parser.add_argument("--children", type=int, default=SPEED["children"], help="children per frontier parent (k)")
     parser.add_argument("--small", default=DEFAULT_SMALL,
                         help="the small drafter of the tree methods: ngram, recycling (Token Recycling's adjacency "
                              "matrix), suffix (a suffix automaton) or a '+'-joined combination; in ngram+recycling "
@@ -75,15 +81,13 @@ def add_growth_arguments(parser: argparse.ArgumentParser) -> None:
 
 def growth_from_args(args: argparse.Namespace) -> dict:
     """DecodeConfig options of --growth / --children."""
-    from treegraft_lab.config import GROWTHS
-
-    small = {"small": args.small} if getattr(args, "small", "ngram") != "ngram" else {}
-    if args.growth == "release" and small:
+    small = getattr(args, "small", "ngram")
+    if args.growth == "release" and small != "ngram":
         from treegraft_lab.errors import TreeGraftError
 
-        raise TreeGraftError(f"--growth release runs the release's n-gram drafter: add --small ngram (got {args.small})")
+        raise TreeGraftError(f"--growth release runs the release's n-gram drafter: add --small ngram (got {small})")
     base = dict(GROWTHS[args.growth]) if args.growth == "compact" else {**GROWTHS[args.growth], "children": args.children}
-    return {**base, **small}
+    return {**base, "small": small}
 
 
 def check_settings(schedules, budget, growth: dict, clocks: list[tuple[str, str]], **kw) -> None:
@@ -107,7 +111,7 @@ def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], gro
     if getattr(args, "target", None) or getattr(args, "mid", None):
         return
     trees = DecodeConfig(**growth)
-    name, kind = args.pair or "smollm2-pocket", trees.growth
+    name, kind = args.pair or DEFAULT_PAIR, trees.growth
     for clock, prune in clocks:
         folder = default_folder(name, clock, prune, kind, getattr(args, "device", "auto"), args.dtype, trees.small)
         if not (folder / "scheduler.json").is_file():
@@ -118,10 +122,12 @@ def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], gro
 
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--schedule", default="10101", help="small, mid, adaptive, oracle or a 0/1 mask such as 10101")
-    parser.add_argument("--depth", type=int, default=5, help="draft steps per round (D)")
-    parser.add_argument("--width", type=int, default=10, help="frontier width (W)")
-    parser.add_argument("--budget", default="63", help="non-root nodes verified (B_ver), or auto")
+    parser.add_argument("--schedule", default=SPEED["schedule"],
+                        help="small, mid, adaptive, oracle, rule:match, rule:score or a 0/1 mask such as 10101 "
+                             "(default: %(default)s)")
+    parser.add_argument("--depth", type=int, default=SPEED["depth"], help="draft steps per round (D)")
+    parser.add_argument("--width", type=int, default=SPEED["width"], help="frontier width (W)")
+    parser.add_argument("--budget", default=str(SPEED["budget"]), help="non-root nodes verified (B_ver), or auto")
     add_prune_argument(parser)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
@@ -171,7 +177,7 @@ def load_pair_from_args(args: argparse.Namespace, require_mid: bool = True):
 def config_from_args(args: argparse.Namespace, **overrides):
     from treegraft_lab.config import DecodeConfig
 
-    budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
+    budget = args.budget if args.budget == "auto" else int_or_auto(args.budget, "--budget")
     kw = dict(schedule=args.schedule, depth=args.depth, width=args.width, budget=budget, prune=args.prune,
               temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
               expanded_graft=not args.no_eg, non_destructive=not args.no_nd, seed=args.seed, **growth_from_args(args))
@@ -189,7 +195,7 @@ def with_profile(config, pair):
     return replace(config, clock=measure.resolve(config.clock, pair))
 
 
-def _int(text: str, flag: str) -> int:
+def int_or_auto(text: str, flag: str) -> int:
     from treegraft_lab.errors import TreeGraftError
 
     try:

@@ -18,6 +18,7 @@ import argparse
 import time
 
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.presets import DEFAULT_PAIR
 
 PROMPTS = {  # kind -> one user message
     "copies": ("Add type hints and a docstring to this function; keep its body exactly as it is.\n\n"
@@ -35,7 +36,7 @@ REPEATS = 3  # timed generations per prompt and method, interleaved; their sprea
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", default="smollm2-pocket", help="a registered pair name")
+    parser.add_argument("--pair", default=DEFAULT_PAIR, help="a registered pair name")
     parser.add_argument("--prompt", default=None, help="one user message instead of the three built-in prompts")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate")
 
@@ -85,7 +86,7 @@ def _note(r) -> str:
     return "; ".join(notes)
 
 
-def _table(result, clock: str, kinds: list[str]) -> list[str]:
+def method_table(result, clock: str, kinds: list[str]) -> list[str]:
     summ = result.summary[result.summary.clock == clock]
     s = summ[summ.category == "overall"].set_index("method")
     per = summ.set_index(["method", "category"]).speedup
@@ -144,11 +145,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"Measured on this machine ({prof.device}; {n} new tokens a prompt, greedy, prune={rec['prune']}, "
           f"{DEFAULT_GROWTH} growth, small drafter {DEFAULT_SMALL}; speedup over all prompts with the min–max of its "
           f"{REPEATS} per-repeat ratios, then on each prompt):")
-    print("\n".join(_table(result, "wall", kinds)))
+    print("\n".join(method_table(result, "wall", kinds)))
     a100 = costs.load("a100-paper")
     print("\nModelled on a100-paper (the paper's A100 step costs, not measured: data/profiles/README.md; the same "
           "models run, every decision and every time on that profile; prune=topk, budget 63):")
-    print("\n".join(_table(result, "a100-paper", kinds)))
+    print("\n".join(method_table(result, "a100-paper", kinds)))
     print(f"  ({implication(a100)})")
     for k, v in result.skipped.items():
         print(f"skipped {k}: {v}")

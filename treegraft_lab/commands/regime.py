@@ -18,12 +18,13 @@ from pathlib import Path
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import DATA_DIR, SCHEDULER_DIR
+from treegraft_lab.presets import DEFAULT_PAIR
 
 SCHEDULES = "all-small,all-mid,10101,best-fixed,oracle"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
+    parser.add_argument("--pair", default=DEFAULT_PAIR, help="model pair (default: %(default)s)")
     parser.add_argument("--replays", type=Path, default=None,
                         help="folder of stored replays (default: data/regime/<pair>-<growth>-topk)")
     parser.add_argument("--collect", action="store_true", help="replay the prompts' round starts and store them")

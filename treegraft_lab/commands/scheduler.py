@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 
 from treegraft_lab.commands.common import add_prune_argument
+from treegraft_lab.presets import DEFAULT_PAIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="scheduler_command", metavar="ACTION")
     p = sub.add_parser("info", help="parameter count, signals, CV table, R^2, decision overhead")
-    p.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
+    p.add_argument("--pair", default=DEFAULT_PAIR, help="model pair (default: %(default)s)")
     p.add_argument("--path", type=Path, default=None,
                    help="artifact folder (default: data/scheduler/<pair>/<profile class>-<prune> of --clock, --prune)")
     p.add_argument("--clock", default="wall", help="the profile the artifact is for: wall (this device) or a name")
@@ -32,14 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--no-measure", action="store_true", help="skip the overhead measurement (no model loaded)")
     p.add_argument("--max-new", type=int, default=48, help="tokens decoded for the overhead measurement")
     r = sub.add_parser("replay", help="modelled tokens/s of the artifact's decisions on collected trajectories")
-    r.add_argument("--pair", default="smollm2-pocket")
+    r.add_argument("--pair", default=DEFAULT_PAIR)
     r.add_argument("--path", type=Path, default=None, help="artifact folder (default: as for info)")
     r.add_argument("--clock", default="wall", help="the profile the artifact is for: wall (this device) or a name")
     r.add_argument("--prune", default="value", choices=("topk", "value"))
     r.add_argument("--trajectories", type=Path, required=True, help="a merged trajectories.parquet (e.g. eval)")
     r.add_argument("--json", action="store_true")
     c = sub.add_parser("compare", help="small interleaved tokens/s comparison of schedules on real decodes")
-    c.add_argument("--pair", default="smollm2-pocket")
+    c.add_argument("--pair", default=DEFAULT_PAIR)
     c.add_argument("--split", default="eval", help="eval, validation, train or all")
     c.add_argument("--per-category", type=int, default=2, help="prompts per category")
     c.add_argument("--max-new", type=int, default=128)
@@ -94,19 +95,19 @@ def compare(args: argparse.Namespace) -> dict:
     from treegraft_lab import load_pair, load_prompts, measure
     from treegraft_lab.commands.collect import parse_shard
     from treegraft_lab.commands.common import (
-        _int,
         check_pair,
         check_positive,
         check_prompts,
         check_scheduler,
         check_settings,
+        int_or_auto,
     )
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.errors import TreeGraftError
 
     k, n = parse_shard(args.shard)  # every setting is refused before any model loads
-    budget = args.budget if args.budget == "auto" else _int(args.budget, "--budget")
+    budget = args.budget if args.budget == "auto" else int_or_auto(args.budget, "--budget")
     scheds = [s.strip() for s in args.schedules.split(",") if s.strip()]
     if not scheds:
         raise TreeGraftError(f"--schedules {args.schedules!r}: name at least one schedule, e.g. small,10101")

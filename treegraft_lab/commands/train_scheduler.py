@@ -1,6 +1,6 @@
 """`treegraft-lab train-scheduler`: rank signals, fit the value system, distil the online MLP.
 
-    treegraft-lab train-scheduler --pair smollm2-pocket
+    treegraft-lab train-scheduler
 
 Reads `data/trajectories/<pair>/trajectories.parquet` (from `collect --merge`), writes the artifact
 to `data/scheduler/<pair>/<profile class>-<prune>/` (see treegraft_lab.schedule.artifact): the
@@ -19,10 +19,11 @@ from pathlib import Path
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import SCHEDULER_DIR, TRAJECTORIES_DIR
+from treegraft_lab.presets import DEFAULT_PAIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pair", default="smollm2-pocket", help="model pair (default: %(default)s)")
+    parser.add_argument("--pair", default=DEFAULT_PAIR, help="model pair (default: %(default)s)")
     parser.add_argument("--trajectories", type=Path, default=None,
                         help="merged parquet (default: data/trajectories/<pair>/trajectories.parquet)")
     parser.add_argument("--profile", default=None,
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab.schedule import artifact
     from treegraft_lab.schedule.adaptive import growth_suffix, profile_class
     from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS
-    from treegraft_lab.training.collect import apply_costs
+    from treegraft_lab.training.collect import apply_costs, collect_config
     from treegraft_lab.training.distill import n_params, train_pipeline
     from treegraft_lab.training.value import input_names
 
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                              "collect and merge the trajectories again")
     decode = info["shard_meta"][0]["collect"]["decode"]
     prune = decode.get("prune", "topk")
-    trees = DecodeConfig(**{k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__
+    trees = collect_config({k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__
                             and k not in ("schedule", "clock")})  # the trees it learns on
     growth, small = trees.growth, trees.small
     small_meta = {} if small == "ngram" else {"small": small, "recycle_below": trees.recycle_below}

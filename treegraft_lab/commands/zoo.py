@@ -8,15 +8,16 @@ from pathlib import Path
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import MODELS_DIR
+from treegraft_lab.presets import DEFAULT_PAIR, POCKET_DRAFTER
 
-DRAFTERS = {"smollm2-pocket": "smollm2-pocket-drafter"}
+DRAFTERS = {DEFAULT_PAIR: POCKET_DRAFTER}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="zoo_command", metavar="ACTION")
     sub.add_parser("fetch", help="fetch and convert the SmolLM2 target (once)")
     d = sub.add_parser("distill", help="self-distil the pocket drafter from the target (resumable)")
-    d.add_argument("--out", type=Path, default=MODELS_DIR / DRAFTERS["smollm2-pocket"],
+    d.add_argument("--out", type=Path, default=MODELS_DIR / DRAFTERS[DEFAULT_PAIR],
                    help="artifact folder (default: %(default)s)")
     d.add_argument("--layers", default=None,
                    help="comma-separated target layers kept by the drafter (default 0,1,2,24..29)")

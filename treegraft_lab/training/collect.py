@@ -40,6 +40,7 @@ from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile, scheduler_costs
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.presets import COLLECT_BASE
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import DEEPEST, replay_all
 from treegraft_lab.schedule.policies import MaskPolicy
@@ -50,6 +51,12 @@ SHARD_GLOB = "shard-*.parquet"
 
 
 # ---------------------------------------------------------------------------- costs
+def collect_config(decode: dict | None = None) -> DecodeConfig:
+    """The DecodeConfig of collection settings `decode` (fields left out: `presets.COLLECT_BASE`, the
+    full growth and the n-gram drafter, then DecodeConfig's defaults)."""
+    return DecodeConfig(**{**COLLECT_BASE, **(decode or {})})
+
+
 def apply_costs(df: pd.DataFrame, prof: DeviceProfile, decode: dict | None = None) -> pd.DataFrame:
     """Price every row with `prof`: t_draft_ms (its schedule's draft steps, from their recorded
     sizes), t_verify_ms (one target forward of the kept nodes) and the scheduler's context inputs
@@ -61,7 +68,7 @@ def apply_costs(df: pd.DataFrame, prof: DeviceProfile, decode: dict | None = Non
         draft += [prof.step_ms(m, n) for m, n in zip(df[f"s{k}"].to_numpy() == 1, df[f"size{k}"].to_numpy(int))]
     df["t_draft_ms"] = draft
     df["t_verify_ms"] = [prof.target_ms(n) for n in df["kept"].to_numpy(float)]
-    t_tgt, t_mid = scheduler_costs(prof, DecodeConfig(**(decode or {})))  # the schedule does not enter
+    t_tgt, t_mid = scheduler_costs(prof, collect_config(decode))  # the schedule does not enter
     df["t_tgt_ms"], df["t_mid_ms"] = t_tgt, t_mid
     return df
 
@@ -91,7 +98,7 @@ class CollectConfig:
     shard: tuple[int, int] = (0, 1)
     shared_verify: bool = True  # one target forward over the path trie of all 2^D trees
     timed: int = 3  # schedules per round start also verified alone, timed (the cost profile's data)
-    decode: dict = field(default_factory=dict)  # DecodeConfig overrides (depth, width, budget, ...)
+    decode: dict = field(default_factory=dict)  # DecodeConfig fields (depth, width, budget, ...) over COLLECT_BASE
     # The mid drafter's cache lags the committed text by a lag drawn uniformly from 0..mid_lag
     # tokens at each round start, as after rounds without a mid call (`ModelDrafter.unforward`): the first
     # mid call of a replay then pays the backlog a decode that calls it rarely pays. 0: no lag.
@@ -135,7 +142,7 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         old = pd.read_parquet(rows_p)
         rows, calls = old.to_dict("records"), pd.read_parquet(calls_p).to_dict("records")
         done = set(old["qid"].astype(str))
-    dcfg = replace(DecodeConfig(**cfg.decode), schedule="mid", temperature=0.0, clock=profile or "wall")
+    dcfg = replace(collect_config(cfg.decode), schedule="mid", temperature=0.0, clock=profile or "wall")
     dec = TreeGraftDecoder(pair, dcfg)
     prof = dec.profile
     stop = eos_ids(pair.tokenizer, pair.target)

@@ -130,7 +130,7 @@ def _local_prompts(seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def _suite(split: str) -> list[dict[str, Any]] | None:
+def suite_split(split: str) -> list[dict[str, Any]] | None:
     """The project's prompt suite split as chat records, or None when it is not available; the
     validation split is refused (no drafter is distilled on it)."""
     from treegraft_lab.prompts import refuse_validation, tuning_prompts
@@ -161,7 +161,7 @@ def _as_record(it: Any) -> dict[str, Any]:
 
 def train_prompts(seed: int) -> tuple[list[dict[str, Any]], str]:
     """Training prompts: the suite's `train` split when available, else local ones."""
-    suite = _suite("train")
+    suite = suite_split("train")
     if suite:
         return suite, f"{SUITE}:train"
     return _local_prompts(seed), "local (stdlib sources/docstrings + topic requests)"
@@ -169,7 +169,7 @@ def train_prompts(seed: int) -> tuple[list[dict[str, Any]], str]:
 
 def eval_prompts() -> tuple[list[dict[str, Any]], str]:
     """Eval prompts of the suite; falls back to a held-out slice of local prompts."""
-    suite = _suite("eval")
+    suite = suite_split("eval")
     if suite:
         return suite, f"{SUITE}:eval"
     return _local_prompts(12345)[:96], "local held-out (suite not available)"
@@ -184,7 +184,7 @@ class EvalOverlap:
     """Detects training prompts that share content with eval prompts (48-char shingles)."""
 
     def __init__(self) -> None:
-        ev = _suite("eval") or []
+        ev = suite_split("eval") or []
         seen: dict[int, int] = {}
         for r in ev:
             t = " ".join(" ".join(m["content"] for m in r["messages"]).split())
@@ -457,7 +457,7 @@ def run_distill(cfg: DistillConfig, resume: bool = True) -> Path:
     def gen_one() -> None:
         b = state["gen_batches"]
         if b % 5 == 0 and not src["source"].startswith(SUITE):
-            suite = _suite("train")
+            suite = suite_split("train")
             if suite:  # the prompt suite landed: switch to it
                 src.update(prompts=suite, source=f"{SUITE}:train", overlap=EvalOverlap())
                 print(f"[distill] switched to {SUITE}:train ({len(suite)} prompts)", flush=True)

@@ -2,7 +2,7 @@
 
 Every view of a run (the step-through viewer, the growth animation, the playground, the scheduler's
 boundary) carries this line, so a screenshot says which pair, prompt, settings and profile made it:
-"pair smollm2-pocket · prompt “A hash map is…” (197 characters) · schedule 10101, budget 16, top-k
+"pair <pair> · prompt “A hash map is…” (197 characters) · schedule 10101, budget 16, top-k
 pruning · profile Intel Xeon, float32, 2 threads · measured 2026-12-01 10:00".
 """
 

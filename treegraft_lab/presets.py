@@ -1,0 +1,59 @@
+"""Named settings, written once: the default pair, the tree-growth rules and the decoding presets.
+
+`SPEED` is what `DecodeConfig()` and the command line mean with no flags: the growth measured
+fastest ("lookup": the full rule plus prompt lookup's draft) with the n-gram and Token Recycling
+small drafters, schedule 10101, budget 63, top-k pruning. `RELEASE` is the authors' release as its
+evaluator runs it (growth "release", the n-gram drafter alone); `FULL` the full growth with the n-gram
+drafter alone. `preset(name, **overrides)` builds
+the `DecodeConfig` of either. Pure data: importing this module loads neither numpy nor torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from treegraft_lab.config import DecodeConfig
+
+DEFAULT_PAIR = "smollm2-pocket"  # the offline pair: every command, notebook and helper defaults to it
+POCKET_DRAFTER = f"{DEFAULT_PAIR}-drafter"  # its mid drafter (`treegraft-lab zoo distill` makes it)
+LOOKUP_TOKENS = 16  # prompt lookup's draft grafted under the root at a round's first small step
+
+# The tree-growth rules, each every growth field (`config.GROWTH_FIELDS`). "full": per-parent top-k
+# children, n-gram chains and the reselection depth window at every one of the D steps; "release":
+# the authors' release (`RELEASE_RULES`, each a DecodeConfig field); "lookup": the full rule plus
+# prompt lookup's draft (LOOKUP_TOKENS) under the root at the first small step, its tail joining the
+# frontier, and small steps skipped where they cannot pay; "compact": the global top-W children per
+# step, no chains, every unscored node reselectable.
+FULL_GROWTH = {"expansion": "per_parent", "ngram_chain": True, "chain_len": None, "lookback": 5, "lookup": 0,
+               "chain_frontier": False, "min_step_p": 0.0, "fuse_prompt": True, "stop_on_relax_zero": False,
+               "first_step_fallback": False, "matcher": "index", "frontier_order": "score", "mid_scores_all": False}
+RELEASE_RULES = {"fuse_prompt": False, "stop_on_relax_zero": True, "first_step_fallback": True,
+                 "matcher": "release", "frontier_order": "match", "mid_scores_all": True}
+GROWTHS = {
+    "full": FULL_GROWTH,
+    "release": {**FULL_GROWTH, **RELEASE_RULES},
+    "lookup": {**FULL_GROWTH, "lookup": LOOKUP_TOKENS, "chain_frontier": True, "min_step_p": 0.1},
+    "compact": {**FULL_GROWTH, "expansion": "global", "ngram_chain": False, "lookback": None},
+}
+
+SPEED_GROWTH, SPEED_SMALL = "lookup", "ngram+recycling"
+SPEED = {**GROWTHS[SPEED_GROWTH], "small": SPEED_SMALL, "schedule": "10101", "depth": 5, "width": 10,
+         "children": 10, "budget": 63, "prune": "topk", "recycle_below": 2}
+FULL = {**SPEED, **GROWTHS["full"], "small": "ngram"}  # the full growth, n-gram drafter: WHERE and HOW alone
+RELEASE = {**SPEED, **GROWTHS["release"], "small": "ngram"}
+PRESETS = {"speed": SPEED, "full": FULL, "release": RELEASE}
+# What a settings dict of trajectory collection means where it leaves a field out: the full growth and
+# the n-gram drafter (collection's own defaults, and what the committed trajectories recorded against).
+COLLECT_BASE = {**GROWTHS["full"], "small": "ngram", "schedule": "small"}  # the schedule: collection replays every one
+
+
+def preset(name: str = "speed", **overrides) -> DecodeConfig:
+    """The `DecodeConfig` of preset `name` ("speed": the defaults; "full"; "release": the authors' release),
+    with `overrides` on top (any DecodeConfig field)."""
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.errors import TreeGraftError
+
+    if name not in PRESETS:
+        raise TreeGraftError(f"unknown preset {name!r}; the presets are {', '.join(PRESETS)}")
+    return DecodeConfig(**{**PRESETS[name], **overrides})
