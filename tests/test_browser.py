@@ -534,6 +534,32 @@ def stale_cue(page, root: str = ".tg-playground") -> list[tuple[str, str]]:
     return [("stale-cue-not-cleared", f"the toggle is back but the cue stays: {cue}")]
 
 
+def budget_key(page, key: str) -> None:
+    """The playground's budget slider moved one step by the keyboard."""
+    handle = page.locator(".tg-playground .widget-slider", has_text="budget").locator("[role=slider]").first
+    handle.focus()
+    page.keyboard.press(key)
+
+
+def control_cue(page, name: str, what: str, change, back, word: str) -> list[tuple[str, str]]:
+    """Move a playground control (`change`) without replaying: the stale note must name it (`word`), as a
+    screenshot shows; moving it back (`back`) must clear the note."""
+    t0 = time.perf_counter()
+    change()
+    try:
+        page.wait_for_function(f"() => ({STALE_JS})('.tg-playground').note && "
+                               f"({STALE_JS})('.tg-playground').text.includes({json.dumps(word)})", timeout=30_000)
+    except Exception:
+        return [("stale-without-cue", f"{what}: the stale note does not name {word}")]
+    moved(page, name, f"{what}, not replayed", t0, ".tg-playground")
+    back()
+    try:
+        page.wait_for_function(f"() => !({STALE_JS})('.tg-playground').note", timeout=30_000)
+    except Exception:
+        return [("stale-cue-not-cleared", f"{what} is back but the note stays")]
+    return []
+
+
 def scroll_kept(page, root: str, redraw) -> list[tuple[str, str]]:
     """Scroll the tree box under `root` sideways, redraw it with `redraw(page)` (which returns once the
     new figure is drawn), and say whether the reader's scroll survived; the box is scrolled back after."""
@@ -700,6 +726,10 @@ def interact_06(page, name: str = "06_schedule_playground.ipynb") -> None:
     replay_06(page, name, "replay with step 2 flipped",
               "() => [...document.querySelectorAll('.tg-playground .widget-html')].some(e => e.innerText.includes('yours (1'))")
     assert not stale_cue(page)
+    assert not control_cue(page, name, "budget one down", lambda: budget_key(page, "ArrowLeft"),
+                           lambda: budget_key(page, "ArrowRight"), "budget")
+    nd = pg.locator(".widget-checkbox", has_text="ND").locator("input")
+    assert not control_cue(page, name, "ND off", nd.click, nd.click, "ND")
     assert not scroll_kept(page, ".tg-playground", other_tree)
     t0 = time.perf_counter()
     pg.locator(".widget-checkbox", has_text="EG").locator("input").click()
