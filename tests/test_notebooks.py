@@ -2,7 +2,7 @@
 each cell tagged "figure" outputs an image or a plotly figure, no matplotlib figure is left as its text
 repr, the tables of cells tagged "headline" hold no NaN, no cell errors and no script comes from the
 internet. The browser test (tests/test_browser.py) runs each notebook once, in JupyterLab, and applies
-these checks to the notebook as the browser saved it; this file holds the checks and the full-size run
+these checks to the notebook as the browser holds it; this file holds the checks and the full-size run
 of notebook 08.
 
 The notebooks share one folder of recorded runs for the whole test session (what one notebook
@@ -128,7 +128,7 @@ def test_notebook_is_committed_with_outputs_cleared(name):
 
 def executed_problems(name: str, nb) -> list[str]:
     """What a notebook executed top to bottom (with SMOKE=1) fails to show. The browser test runs every
-    notebook once in JupyterLab, saves it as the browser holds it, and asserts this is empty: an error
+    notebook once in JupyterLab, reads it as the browser holds it, and asserts this is empty: an error
     output, a script loaded from the internet, `content_problems`, and 08's adaptive row."""
     text = json.dumps(nb)
     out = []
