@@ -11,9 +11,9 @@ from treegraft_lab import cpu_path, kv
 from treegraft_lab.baselines import CascadeDecoder, autoregressive
 from treegraft_lab.config import GROWTH_FIELDS, GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
 from treegraft_lab.rounds import Draft
-from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.tiny import noisy_pair, tiny_pair
 from treegraft_lab.tree import MID, SMALL, DraftTree
 
