@@ -129,7 +129,7 @@ def test_a_lagging_mid_drafter_replays_the_same_rounds_and_pays_its_backlog():
     fresh, stale = (TreeGraftDecoder(noisy_pair(), DecodeConfig(schedule="mid")) for _ in range(2))
     fresh.start(ctx)
     stale.start(ctx)
-    assert stale.mid.unforward(stale.ids, 4) == 4
+    assert stale.lag_mid(4) == 4
     assert stale.mid.pending == ctx[-5:-1] and kv.cache_len(stale.mid.cache) == stale.mid.cached == len(ctx) - 5
     _, a, ca = replay_all(fresh, shared_verify=False)
     _, b, cb = replay_all(stale, shared_verify=False)
@@ -137,7 +137,7 @@ def test_a_lagging_mid_drafter_replays_the_same_rounds_and_pays_its_backlog():
     mid_a = sum(lf["mid_tokens"] for lf in a)
     mid_b = sum(lf["mid_tokens"] for lf in b)
     assert mid_b == mid_a + 4 * sum(1 for lf in b if lf["n_mid"])  # each schedule's first call forwards the backlog
-    assert fresh.mid.unforward(fresh.ids, 10**6) == len(ctx) - 2  # never the whole cache: one token stays
+    assert fresh.lag_mid(10**6) == len(ctx) - 2  # never the whole cache: one token stays
 
 
 def test_rows_are_priced_from_their_step_sizes_by_the_profile():

@@ -17,9 +17,10 @@ Drafting is a strategy (`Drafter`): `run_round` asks `dec.drafter.draft(dec, pol
 round's tree (a `Draft`) and verifies it. TreeGraft's own is `GraftDrafter`; the baselines and a
 user's drafter plug in by assigning `drafter` (on the class or on one decoder).
 
-The round API other modules drive (replay, trajectory collection, the views): `round_start` /
-`restore` (a round start's snapshot), `run_round(policy, commit)`, `step_context` and
-`draft_step` (a `StepResult`), `prune` and `timed`.
+The round API other modules drive (replay, trajectory collection, the views): `start(ids,
+prompt_len=...)`, `round_start` / `restore` (a round start's snapshot), `run_round(policy,
+commit)`, `step_context` and `draft_step` (a `StepResult`), `prune`, `verify_tree` (a replay's
+verification, nothing committed), `lag_mid` and `timed`.
 """
 
 from __future__ import annotations
@@ -166,17 +167,21 @@ class TreeGraftDecoder:
                 fn(ev)
 
     # ---- set-up ---------------------------------------------------------------------------------
-    def start(self, ids: list[int], prefill_token: bool = False) -> None:
+    def start(self, ids: list[int], prefill_token: bool = False, prompt_len: int | None = None) -> None:
         """Prefill both models with the prompt (all but its last token, the first root); the
         target's prompt, up to `TargetVerifier.FUSE` tokens of it, waits for the first round's forward
         (`DecodeConfig.fuse_prompt`; else it is cached now). `prefill_token` (generate, with
         fuse_prompt=False): the target forwards the whole prompt at once, as the release's prefill,
-        and its next token is committed: it is the first root (`self.first`)."""
+        and its next token is committed: it is the first root (`self.first`). `prompt_len`: where
+        the prompt ends in `ids` (default: all of them), for a start inside an answer (replay,
+        collection): the policies' prompt-length signal and the release's n-gram scores read it."""
+        if prompt_len is not None and not 1 <= prompt_len <= len(ids):
+            raise TreeGraftError(f"prompt_len={prompt_len} must lie in 1..{len(ids)} (the ids given)")
         cfg = self.config
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self.ids = list(ids)
-        self.prompt_len = len(ids)
+        self.prompt_len = len(ids) if prompt_len is None else prompt_len
         self.first: list[int] = []
         self.target = self.make_verifier()
         topk = cfg.children if cfg.matcher == "release" else 0  # the release's matcher scores by these rows
@@ -208,6 +213,18 @@ class TreeGraftDecoder:
         subclass may return a `TargetVerifier` of its own, e.g. one that answers from a known
         continuation."""
         return TargetVerifier(self.pair.target)
+
+    def verify_tree(self, tree: DraftTree, kept: list[int]) -> torch.Tensor:
+        """The target's logits over the `kept` nodes of `tree` (root first) from this round start,
+        then forgotten: nothing is committed (a replay's verification)."""
+        logits = self.target.forward_tree(tree, kept)
+        self.target.rollback()
+        return logits
+
+    def lag_mid(self, n: int) -> int:
+        """Let the mid drafter lag the committed text by up to `n` tokens, as after rounds that did
+        not call it (between rounds; `ModelDrafter.unforward`). Returns the lag (0: no mid drafter)."""
+        return self.mid.unforward(self.ids, n) if self.mid is not None else 0
 
     def timed(self, fn, *args):
         """`fn(*args)` and its wall seconds, with every CUDA device of the pair synchronised (replays
@@ -552,9 +569,7 @@ def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len:
     """
     dec = TreeGraftDecoder(pair, config)
     with record(dec) as rec:
-        dec.start(list(context_ids))
-        if prompt_len is not None:
-            dec.prompt_len = prompt_len
+        dec.start(list(context_ids), prompt_len=prompt_len)
         dec._emit("run.start", prompt_ids=list(context_ids))
         info, emitted = dec._oracle_round() if config.schedule == "oracle" else dec.run_round()
         gen = Generation(emitted, dec.tokenizer.decode(emitted), [info], TreeGraftDecoder._stats(emitted, [info], info.round_s, 0.0))
