@@ -306,6 +306,20 @@ def test_modelled_throughput_is_tokens_over_time_per_sampled_position():
     assert throughput(out) == pytest.approx(1000 / 62.5)
 
 
+def test_rules_are_fitted_on_the_schedulers_objective_not_on_summed_tokens_and_time():
+    from treegraft_lab.schedule.rules import fit
+
+    # two round starts, one step, both with a 3-token match; calling (tau=4) pays at r1, not at r2
+    outcome = {("r1", "0"): (0, 10.0), ("r1", "1"): (9, 20.0), ("r2", "0"): (0, 100.0), ("r2", "1"): (0, 130.0)}
+    rows = pd.DataFrame([{"state": st, "k": 1, "prefix": "", "schedule": sch, "D": 1, "sig_root_match": 0.6,
+                          "sig_mean_path_score": 0.0, "accepted": a, "t_draft_ms": t - 5.0, "t_verify_ms": 5.0}
+                         for (st, sch), (a, t) in outcome.items()])
+    got = fit(rows, "rule:match", grid=(0, 4))
+    never, always = (throughput(rows[rows["schedule"] == s]) for s in "01")
+    assert [r["tokens_per_s"] for r in got["grid"]] == [never, always] == [1000 / 55, 1000 / 66]  # mean ms per token
+    assert got["value"] == 0  # summed, 11 tokens in 150 ms would have beaten 2 in 110 ms: tau=4
+
+
 def test_the_oracle_maximises_modelled_tokens_per_second_of_the_whole_set():
     first = pd.DataFrame({"state": ["r1", "r1", "r2", "r2"], "schedule": ["0", "1", "0", "1"], "k": 1,
                           "accepted": [0, 9, 0, 0], "t_draft_ms": [0.5, 10, 50, 60], "t_verify_ms": [0.5, 10, 50, 60]})

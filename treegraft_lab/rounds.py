@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from treegraft_lab.tree import DraftTree
 
 
@@ -21,6 +23,21 @@ def release_acceptance(new_tokens, rounds, prefills):
     one whose prompt rode in its first round's forward), the bonus token counted. Numbers or
     pandas Series alike."""
     return new_tokens / (rounds + prefills)
+
+
+def tokens_per_s(accepted, ms) -> float:
+    """Modelled decoding tokens/s from rounds started at uniformly sampled token positions: the one
+    objective schedules are ranked on (the learned scheduler's evaluation, the rules' fit).
+
+    `accepted`: each round's accepted draft tokens (A - 1); `ms`: its modelled time t. A decode
+    covers every position with one round, and a position's share of its round's time is t / A
+    (A tokens emitted, bonus included); with round starts drawn uniformly over positions (as
+    `collect` draws them), a decode's time per token is the mean of t / A over them
+    (renewal-reward). Summing A and t over the sampled rounds instead would weigh every round
+    start alike and undercount the slow, low-acceptance stretches a decode spends most rounds in.
+    """
+    a = np.asarray(accepted, dtype=float) + 1.0
+    return 1000.0 / float(np.mean(np.asarray(ms, dtype=float) / a))
 
 
 @dataclass
