@@ -12,8 +12,10 @@ from treegraft_lab.baselines import CascadeDecoder, autoregressive
 from treegraft_lab.config import GROWTH_FIELDS, GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.hooks import record
+from treegraft_lab.rounds import Draft
 from treegraft_lab.tiny import noisy_pair, tiny_pair
-from treegraft_lab.tree import MID
+from treegraft_lab.tree import MID, SMALL, DraftTree
 
 PROMPTS = [
     [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7],  # repetitive: the n-gram drafter finds matches
@@ -364,3 +366,43 @@ def test_an_oracle_round_commits_the_best_of_its_replayed_schedules(monkeypatch,
     assert len({r.schedule for r in g.rounds}) > 1  # the choice changed from round to round
     if costs_of == "flat":
         assert ties, "no round had tied schedules: the tie-break went unchecked"
+
+
+class AnswerChain:
+    """A user's drafter: the next `depth` tokens of a known greedy answer as one chain under the
+    root, and one wrong sibling at each depth (kept out of the accepted path by verification)."""
+
+    def __init__(self, prompt: list[int], answer: list[int]) -> None:
+        self.prompt, self.answer = prompt, answer
+
+    def draft(self, dec, policy) -> Draft:
+        tree, v = DraftTree.start(dec.root), 0
+        done = len(dec.ids) - len(self.prompt)  # answer tokens committed so far (the root among them)
+        for k, tok in enumerate(self.answer[done:done + dec.config.depth], start=1):
+            tree.add_child(v, (tok + 1) % 64, -1.0, SMALL, k)  # a wrong guess beside the right one
+            v, _ = tree.add_child(v, tok, 0.0, SMALL, k)
+        return Draft(tree, "chain", ms=dec.profile.small_ms)
+
+
+@pytest.mark.parametrize("where", ["decoder", "class"])
+def test_a_users_drafter_decodes_losslessly_and_its_nodes_are_recorded(where):
+    pair, ids = tiny_pair("llama", vocab=64, scale=4.0), PROMPTS[1]
+    ref = hf_greedy(pair.target, ids, 24)
+    drafter = AnswerChain(ids, ref)
+    if where == "class":
+        dec = type("ChainDecoder", (TreeGraftDecoder,), {"drafter": drafter})(pair, DecodeConfig(schedule="small"))
+    else:
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small"))
+        dec.drafter = drafter
+    with record(dec) as rec:
+        gen = dec.generate(ids, max_new_tokens=24)
+    assert gen.token_ids == ref
+    first = gen.rounds[0]  # priced as the drafter priced its drafting, plus the verification
+    assert first.modelled_ms == dec.profile.small_ms + dec.profile.target_ms(first.kept + 1)
+    run = rec.to_run()
+    assert set(run.rounds["schedule"]) == {"chain"}
+    assert (run.rounds["accepted"][:-1] == 5).all()  # every right token accepted, every wrong one refused
+    tree = run.tree[run.tree["round"] == 0]
+    assert tree["token"].tolist()[1:] == [t for r in ref[:5] for t in ((r + 1) % 64, r)]
+    assert tree["accepted"].tolist()[1:] == [False, True] * 5
+    assert TreeGraftDecoder.drafter is not drafter  # the default stays TreeGraft's own

@@ -155,12 +155,12 @@ def test_a_small_step_from_unlikely_nodes_is_skipped_and_not_priced():
     dec = started(schedule="small", lookup=10, min_step_p=0.9)
     tree = DraftTree.start(dec.root)
     step = dec.draft_step(tree, 1, False, [0], [])  # the first step always drafts
-    frontier, new = step.frontier, step.new
-    n, ms = len(tree), dec._draft_ms
+    frontier, new, n = step.frontier, step.new, len(tree)
+    assert step.ms == dec.profile.small_ms  # a drafting step is priced
     assert max(tree.score[v] for v in new) < -0.2  # no node as likely as 0.9
     step = dec.draft_step(tree, 2, False, new, frontier)
     frontier, new, chain = step.frontier, step.new, step.chain
-    assert (frontier, new, chain, len(tree), dec._draft_ms) == ([], [], [], n, ms)
+    assert (frontier, new, chain, len(tree), step.ms) == ([], [], [], n, 0.0)
     with pytest.raises(TreeGraftError, match="min_step_p"):
         DecodeConfig(min_step_p=1.0)
     with pytest.raises(TreeGraftError, match="chain_frontier"):

@@ -129,7 +129,7 @@ def test_a_lagging_mid_drafter_replays_the_same_rounds_and_pays_its_backlog():
     fresh, stale = (TreeGraftDecoder(noisy_pair(), DecodeConfig(schedule="mid")) for _ in range(2))
     fresh.start(ctx)
     stale.start(ctx)
-    assert stale.mid.unforward(stale.ids, 4) == 4
+    assert stale.lag_mid(4) == 4
     assert stale.mid.pending == ctx[-5:-1] and kv.cache_len(stale.mid.cache) == stale.mid.cached == len(ctx) - 5
     _, a, ca = replay_all(fresh, shared_verify=False)
     _, b, cb = replay_all(stale, shared_verify=False)
@@ -137,7 +137,7 @@ def test_a_lagging_mid_drafter_replays_the_same_rounds_and_pays_its_backlog():
     mid_a = sum(lf["mid_tokens"] for lf in a)
     mid_b = sum(lf["mid_tokens"] for lf in b)
     assert mid_b == mid_a + 4 * sum(1 for lf in b if lf["n_mid"])  # each schedule's first call forwards the backlog
-    assert fresh.mid.unforward(fresh.ids, 10**6) == len(ctx) - 2  # never the whole cache: one token stays
+    assert fresh.lag_mid(10**6) == len(ctx) - 2  # never the whole cache: one token stays
 
 
 def test_rows_are_priced_from_their_step_sizes_by_the_profile():
@@ -304,6 +304,20 @@ def test_modelled_throughput_is_tokens_over_time_per_sampled_position():
     # two positions: 1 token in 100 ms, 4 tokens in 100 ms -> 62.5 ms per token on average
     out = pd.DataFrame({"accepted": [0, 3], "t_draft_ms": [10.0, 20.0], "t_verify_ms": [90.0, 80.0]})
     assert throughput(out) == pytest.approx(1000 / 62.5)
+
+
+def test_rules_are_fitted_on_the_schedulers_objective_not_on_summed_tokens_and_time():
+    from treegraft_lab.schedule.rules import fit
+
+    # two round starts, one step, both with a 3-token match; calling (tau=4) pays at r1, not at r2
+    outcome = {("r1", "0"): (0, 10.0), ("r1", "1"): (9, 20.0), ("r2", "0"): (0, 100.0), ("r2", "1"): (0, 130.0)}
+    rows = pd.DataFrame([{"state": st, "k": 1, "prefix": "", "schedule": sch, "D": 1, "sig_root_match": 0.6,
+                          "sig_mean_path_score": 0.0, "accepted": a, "t_draft_ms": t - 5.0, "t_verify_ms": 5.0}
+                         for (st, sch), (a, t) in outcome.items()])
+    got = fit(rows, "rule:match", grid=(0, 4))
+    never, always = (throughput(rows[rows["schedule"] == s]) for s in "01")
+    assert [r["tokens_per_s"] for r in got["grid"]] == [never, always] == [1000 / 55, 1000 / 66]  # mean ms per token
+    assert got["value"] == 0  # summed, 11 tokens in 150 ms would have beaten 2 in 110 ms: tau=4
 
 
 def test_the_oracle_maximises_modelled_tokens_per_second_of_the_whole_set():

@@ -5,15 +5,16 @@ rules (temperature, top-k, top-p) as the decoder, so a sampled TreeGraft run and
 autoregressive one draw from the same distribution.
 
 `RecyclingDecoder` and `SuffixDecoder` are the field's training-free tree peers through the same
-round loop (target verification, acceptance and pricing unchanged; `retrieval` has the drafters):
-Token Recycling fills its fixed 80-node template from the adjacency matrix, refreshed from the
+round loop, each a `decoder.Drafter` (`TemplateDrafter`, `SuffixTreeDrafter`; target
+verification, acceptance and pricing unchanged; `retrieval` has the drafters): Token Recycling fills its fixed 80-node template from the adjacency matrix, refreshed from the
 target's top-8 at every verified node; suffix decoding grows its tree best-first from a suffix
 automaton of the prompt and generated text, as many nodes as the match is long (at most the
 budget). Neither calls the mid drafter.
 
 `cascade` is the "w/o ND" family's sequence baseline (cascade speculative drafting): the small
 drafter drafts a chain of D tokens, the mid drafter checks it in one forward and OVERWRITES it
-from its first disagreement with its own greedy tokens, and the target verifies the chain.
+from its first disagreement with its own greedy tokens, and the target verifies the chain
+(`CascadeDrafter`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from treegraft_lab.decoder import Generation, TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.retrieval import TEMPLATE
+from treegraft_lab.rounds import Draft
 from treegraft_lab.tree import MID, SMALL, DraftTree
 from treegraft_lab.verify import warp
 
@@ -67,8 +69,62 @@ def autoregressive(pair, prompt, max_new_tokens: int = 256, temperature: float =
     return Generation(out, tok.decode(out, skip_special_tokens=True), [], stats)
 
 
+class CascadeDrafter:
+    """CSD-style drafting: the small drafter's chain, checked and overwritten by the mid drafter (no tree)."""
+
+    def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
+        depth, prof = dec.config.depth, dec.profile
+        tree, v, ms = DraftTree.start(dec.root), 0, 0.0
+        for k in range(1, depth + 1):  # the small drafter's chain: its best continuation each step
+            ms += prof.small_ms
+            prop = dec.small.propose(tree, [v], 1)
+            if not prop:
+                break
+            v, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
+        chain = tree.path(v)
+        ms += prof.mid_ms(dec.mid_backlog() + len(chain))
+        (_, mid_s), calls = dec.timed(dec.mid.score, tree, chain), 1
+        cut = 0  # the mid drafter keeps the chain up to its first disagreement ...
+        for u in chain[1:]:
+            if tree.tokens[u] != dec.mid.top1(tree.parent[u])[0]:
+                break
+            cut = u
+        rest = chain[chain.index(cut) + 1:]
+        if rest:
+            tree.kill_subtree(rest[0])
+        v = cut
+        while tree.depth[v] < depth:  # ... and overwrites the rest with its own greedy tokens
+            if not dec.mid.scored(v):
+                ms += prof.mid_ms(1)
+                (_, t), calls = dec.timed(dec.mid.score, tree, [v]), calls + 1
+                mid_s += t
+            tok, lq = dec.mid.top1(v)
+            v, _ = tree.add_child(v, tok, lq, MID, tree.depth[v] + 1)
+        return Draft(tree, "csd", calls, ms, mid_s)
+
+
+class TemplateDrafter:
+    """Token Recycling's drafting: its static template filled from the adjacency matrix."""
+
+    def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
+        tree = DraftTree.start(dec.root)
+        dec.small.recycling.fill_template(tree)
+        return Draft(tree, "recycling", ms=dec.profile.small_ms)  # one matrix lookup per template node: a retrieval step
+
+
+class SuffixTreeDrafter:
+    """Suffix decoding's drafting: a best-first tree from the suffix automaton's longest match."""
+
+    def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
+        tree = DraftTree.start(dec.root)
+        dec.small.suffix.grow(tree, dec.budget)
+        return Draft(tree, "suffix", ms=dec.profile.small_ms)
+
+
 class CascadeDecoder(TreeGraftDecoder):
     """CSD-style chain cascade: n-gram chain, overwritten by the mid drafter, verified by the target."""
+
+    drafter = CascadeDrafter()
 
     def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
         config = config or DecodeConfig(schedule="mid")
@@ -76,64 +132,25 @@ class CascadeDecoder(TreeGraftDecoder):
             raise TreeGraftError("the cascade baseline needs a mid drafter: load the pair with a mid model")
         super().__init__(pair, config, schedule="mid", **{k: v for k, v in overrides.items() if k != "schedule"})
 
-    def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
-        """The small drafter's chain, checked and overwritten by the mid drafter (no tree)."""
-        cfg = self.config
-        tree, v = DraftTree.start(self.root), 0
-        for k in range(1, cfg.depth + 1):  # the small drafter's chain: its best continuation each step
-            self._draft_ms += self.profile.small_ms
-            prop = self.small.propose(tree, [v], 1)
-            if not prop:
-                break
-            v, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
-        chain = tree.path(v)
-        self._draft_ms += self.profile.mid_ms(self.mid_backlog() + len(chain))
-        (_, mid_s), calls = self.timed(self.mid.score, tree, chain), 1
-        cut = 0  # the mid drafter keeps the chain up to its first disagreement ...
-        for u in chain[1:]:
-            if tree.tokens[u] != self.mid.top1(tree.parent[u])[0]:
-                break
-            cut = u
-        rest = chain[chain.index(cut) + 1:]
-        if rest:
-            tree.kill_subtree(rest[0])
-        v = cut
-        while tree.depth[v] < cfg.depth:  # ... and overwrites the rest with its own greedy tokens
-            if not self.mid.scored(v):
-                self._draft_ms += self.profile.mid_ms(1)
-                (_, t), calls = self.timed(self.mid.score, tree, [v]), calls + 1
-                mid_s += t
-            tok, lq = self.mid.top1(v)
-            v, _ = tree.add_child(v, tok, lq, MID, tree.depth[v] + 1)
-        return tree, "csd", calls, mid_s
-
 
 class RecyclingDecoder(TreeGraftDecoder):
     """Token Recycling: the static template filled from the adjacency matrix, verified whole."""
+
+    drafter = TemplateDrafter()
 
     def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
         over = {**overrides, "small": "recycling", "schedule": "small", "budget": len(TEMPLATE), "prune": "topk"}
         super().__init__(pair, config or DecodeConfig(), **over)
 
-    def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
-        tree = DraftTree.start(self.root)
-        self._draft_ms += self.profile.small_ms  # one matrix lookup per template node: a retrieval step
-        self.small.recycling.fill_template(tree)
-        return tree, "recycling", 0, 0.0
-
 
 class SuffixDecoder(TreeGraftDecoder):
     """Suffix decoding: a best-first tree from the suffix automaton's longest match, verified whole."""
 
+    drafter = SuffixTreeDrafter()
+
     def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
         over = {**overrides, "small": "suffix", "schedule": "small", "prune": "topk"}
         super().__init__(pair, config or DecodeConfig(), **over)
-
-    def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
-        tree = DraftTree.start(self.root)
-        self._draft_ms += self.profile.small_ms
-        self.small.suffix.grow(tree, self.budget)
-        return tree, "suffix", 0, 0.0
 
 
 PEERS = {"recycling": RecyclingDecoder, "suffix": SuffixDecoder}  # bench methods decoded by these classes

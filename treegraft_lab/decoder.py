@@ -13,9 +13,14 @@ decision that weighs time (WHEN, value pruning, budget="auto", the oracle) reads
 never a live timing; each round is also priced from its exact sizes (`RoundInfo.modelled_ms`),
 reported beside the wall clock.
 
-The round API other modules drive (replay, trajectory collection, the views): `round_start` /
-`restore` (a round start's snapshot), `run_round(policy, commit)`, `step_context` and
-`draft_step` (a `StepResult`), `prune` and `timed`.
+Drafting is a strategy (`Drafter`): `run_round` asks `dec.drafter.draft(dec, policy)` for the
+round's tree (a `Draft`) and verifies it. TreeGraft's own is `GraftDrafter`; the baselines and a
+user's drafter plug in by assigning `drafter` (on the class or on one decoder).
+
+The round API other modules drive (replay, trajectory collection, the views): `start(ids,
+prompt_len=...)`, `round_start` / `restore` (a round start's snapshot), `run_round(policy,
+commit)`, `step_context` and `draft_step` (a `StepResult`), `prune`, `verify_tree` (a replay's
+verification, nothing committed), `lag_mid` and `timed`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import torch
 
@@ -38,7 +44,7 @@ from treegraft_lab.hooks import HookEvent, check_hooks, record
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import leaf_ms, replay_all
 from treegraft_lab.retrieval import RecyclingDrafter, SmallDrafters, label, merged
-from treegraft_lab.rounds import RoundInfo, RoundStart, StepResult
+from treegraft_lab.rounds import Draft, RoundInfo, RoundStart, StepResult
 from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.policies import MaskPolicy, Policy, make_policy
 from treegraft_lab.tree import MID, SMALL, DraftTree
@@ -65,9 +71,46 @@ class Generation:
     stats: dict = field(default_factory=dict)
 
 
+class Drafter(Protocol):
+    """How a round's tree is drafted: the seam a baseline or a user's own drafter plugs into.
+
+    `draft` grows a tree from `dec.root` (`DraftTree.start(dec.root)`) with whatever it likes to
+    read (`dec.ids`, `dec.small`, `dec.mid`, `dec.profile`, `dec.timed`, `dec.draft_step`) and
+    returns it as a `Draft`, its drafting priced by `dec.profile`. The decoder then prunes it to the
+    budget, verifies it and accepts losslessly: any tree decodes exactly what the target would.
+    """
+
+    def draft(self, dec: TreeGraftDecoder, policy: Policy) -> Draft: ...
+
+
+class GraftDrafter:
+    """TreeGraft's drafting: D steps, each asking `policy` WHEN to call the mid drafter, then
+    WHERE + HOW (`TreeGraftDecoder.draft_step`), until the growth ends."""
+
+    def draft(self, dec: TreeGraftDecoder, policy: Policy) -> Draft:
+        tree = DraftTree.start(dec.root)
+        last_new, expanded, history, ms = [0], [], [], 0.0
+        for k in range(1, dec.config.depth + 1):
+            ctx = dec.step_context(k, history, tree, last_new, expanded)
+            decision = dec._when(policy, ctx)                                   # WHEN (None: not asked)
+            call = bool(decision)
+            dec._emit("step.decide", k, tree, call_mid=decision, ctx=ctx, policy=policy)
+            step = dec.draft_step(tree, k, call, last_new, expanded)            # WHERE + HOW
+            dec._emit("step.expand", k, tree, call_mid=call, pool=step.pool, frontier=step.frontier, new=step.new,
+                      chain=step.chain, last_new=last_new, forwarded=step.forwarded)
+            expanded, last_new, ms = step.frontier, step.new, ms + step.ms
+            history.append(int(call))
+            if dec._growth_ends(tree, last_new):
+                break
+        return Draft(tree, "".join(map(str, history)), sum(history), ms)
+
+
 class TreeGraftDecoder:
     """A lossless tree speculative decoder with a small drafter (n-gram, Token Recycling, suffix or a
-    combination: `DecodeConfig.small`) and a mid (LM) drafter."""
+    combination: `DecodeConfig.small`) and a mid (LM) drafter. `drafter`: how each round's tree is
+    drafted (`Drafter`; TreeGraft's own by default), assignable per decoder."""
+
+    drafter: Drafter = GraftDrafter()  # holds no state: one serves every decoder
 
     def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
         config = replace(config or DecodeConfig(), **overrides)
@@ -86,7 +129,6 @@ class TreeGraftDecoder:
         self.costs = {"t_tgt_ms": t_tgt, "t_mid_ms": t_mid}  # the scheduler's T_tgt / T_mid inputs
         self.pruner = None  # budget.ValuePruner with prune="value", made per run in start()
         self._hooks: dict[str, list] = {}
-        self._draft_ms = 0.0  # this round's draft steps priced by the profile
         self.round_idx = 0
         self.replaying = False  # True while a round is replayed and not committed (oracle, collect)
         self.small_names = parse_small(config.small)
@@ -125,17 +167,21 @@ class TreeGraftDecoder:
                 fn(ev)
 
     # ---- set-up ---------------------------------------------------------------------------------
-    def start(self, ids: list[int], prefill_token: bool = False) -> None:
+    def start(self, ids: list[int], prefill_token: bool = False, prompt_len: int | None = None) -> None:
         """Prefill both models with the prompt (all but its last token, the first root); the
         target's prompt, up to `TargetVerifier.FUSE` tokens of it, waits for the first round's forward
         (`DecodeConfig.fuse_prompt`; else it is cached now). `prefill_token` (generate, with
         fuse_prompt=False): the target forwards the whole prompt at once, as the release's prefill,
-        and its next token is committed: it is the first root (`self.first`)."""
+        and its next token is committed: it is the first root (`self.first`). `prompt_len`: where
+        the prompt ends in `ids` (default: all of them), for a start inside an answer (replay,
+        collection): the policies' prompt-length signal and the release's n-gram scores read it."""
+        if prompt_len is not None and not 1 <= prompt_len <= len(ids):
+            raise TreeGraftError(f"prompt_len={prompt_len} must lie in 1..{len(ids)} (the ids given)")
         cfg = self.config
         self.generator = torch.Generator(device=self.device)
         self.generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed() % (2**63))
         self.ids = list(ids)
-        self.prompt_len = len(ids)
+        self.prompt_len = len(ids) if prompt_len is None else prompt_len
         self.first: list[int] = []
         self.target = self.make_verifier()
         topk = cfg.children if cfg.matcher == "release" else 0  # the release's matcher scores by these rows
@@ -168,6 +214,18 @@ class TreeGraftDecoder:
         continuation."""
         return TargetVerifier(self.pair.target)
 
+    def verify_tree(self, tree: DraftTree, kept: list[int]) -> torch.Tensor:
+        """The target's logits over the `kept` nodes of `tree` (root first) from this round start,
+        then forgotten: nothing is committed (a replay's verification)."""
+        logits = self.target.forward_tree(tree, kept)
+        self.target.rollback()
+        return logits
+
+    def lag_mid(self, n: int) -> int:
+        """Let the mid drafter lag the committed text by up to `n` tokens, as after rounds that did
+        not call it (between rounds; `ModelDrafter.unforward`). Returns the lag (0: no mid drafter)."""
+        return self.mid.unforward(self.ids, n) if self.mid is not None else 0
+
     def timed(self, fn, *args):
         """`fn(*args)` and its wall seconds, with every CUDA device of the pair synchronised (replays
         that measure; a round's own forwards are timed by `self.laps`, without waiting)."""
@@ -199,39 +257,19 @@ class TreeGraftDecoder:
         Returns (info, emitted tokens); with `commit=False` nothing is committed (a replay)."""
         policy = policy or self.policy
         t0 = time.perf_counter()
-        self._draft_ms = 0.0
         self.laps.clear()
         self._emit("round.start", root=self.root, committed=len(self.ids))
-        tree, schedule, calls, mid_s = self._draft(policy)
+        draft = self.drafter.draft(self, policy)                                # the tree (GraftDrafter: WHEN/WHERE/HOW)
+        tree = draft.tree
         kept = self.prune(tree)                                                 # global budget pruning
         self._emit("round.prune", self.config.depth, tree, kept=kept,
                    chances=self.pruner.chances(tree) if self.pruner and "round.prune" in self._hooks else None)
-        return self._verify(tree, kept, schedule, calls, mid_s, t0, commit)
+        return self._verify(draft, kept, t0, commit)
 
     def prune(self, tree: DraftTree) -> list[int]:
         """The nodes the target verifies: the budget's best by path score, or (prune="value")
         the best ones worth their verification time this round."""
         return tree.prune(self.budget) if self.pruner is None else self.pruner.prune(tree, self.budget)
-
-    def _draft(self, policy) -> tuple[DraftTree, str, int, float]:
-        """Grow the shared tree for D steps. Returns (tree, schedule bits, mid calls, mid seconds
-        timed outside `self.laps`: none here, the baselines' own)."""
-        cfg = self.config
-        tree = DraftTree.start(self.root)
-        last_new, expanded, history = [0], [], []
-        for k in range(1, cfg.depth + 1):
-            ctx = self.step_context(k, history, tree, last_new, expanded)
-            decision = self._when(policy, ctx)                                  # WHEN (None: not asked)
-            call = bool(decision)
-            self._emit("step.decide", k, tree, call_mid=decision, ctx=ctx, policy=policy)
-            step = self.draft_step(tree, k, call, last_new, expanded)           # WHERE + HOW
-            self._emit("step.expand", k, tree, call_mid=call, pool=step.pool, frontier=step.frontier, new=step.new,
-                       chain=step.chain, last_new=last_new, forwarded=step.forwarded)
-            expanded, last_new = step.frontier, step.new
-            history.append(int(call))
-            if self._growth_ends(tree, last_new):
-                break
-        return tree, "".join(map(str, history)), sum(history), 0.0
 
     def _growth_ends(self, tree: DraftTree, frontier: list[int]) -> bool:
         """The release's end of a round's growth: an empty frontier (every parent ended, or the
@@ -274,15 +312,13 @@ class TreeGraftDecoder:
         else:
             pool = frontier = last_new if cfg.frontier_order == "match" else graft.top_by_score(tree, last_new, cfg.width)
             if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
-                return StepResult(pool, [], [], [], fwd, SKIPPED)  # a step from so unlikely a node cannot pay for itself
+                return StepResult(pool, [], [], [], fwd, SKIPPED, 0.0)  # a step from so unlikely a node cannot pay for itself
             size = len(frontier)
             chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
             if cfg.matcher == "release":
-                self._draft_ms += self.profile.step_ms(call, size)
                 return self._release_small_step(tree, k, frontier, chain, size)
             groups = self.small.propose_each(tree, frontier, cfg.width, children, chain)  # each small drafter's own
             proposals = merged(tree, groups)
-        self._draft_ms += self.profile.step_ms(call, size)  # the one pricing rule (costs.DeviceProfile.step_ms)
         n0 = len(tree)
         before = {f: {t for t, c in tree.children[f].items() if tree.alive[c]} for f in frontier} \
             if not call and cfg.stop_on_relax_zero else {}
@@ -301,7 +337,8 @@ class TreeGraftDecoder:
         elif cfg.frontier_order == "match":
             new = graft.next_frontier(tree, {v: (0 if call else tree.ngram_n[v]) for v in new}, cfg.width, k)
         landed = set(new)
-        return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, size)
+        return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, size,
+                          self.profile.step_ms(call, size))  # the one pricing rule (costs.DeviceProfile.step_ms)
 
     def _release_small_step(self, tree: DraftTree, k: int, frontier: list[int], chain: int, size: int) -> StepResult:
         """An n-gram step of the release's matcher (`graft.release_small_step`), with its stop rule,
@@ -315,7 +352,8 @@ class TreeGraftDecoder:
         new = graft.next_frontier(tree, cands, cfg.width, k) if cfg.frontier_order == "match" else \
             graft.top_by_score(tree, list(cands), cfg.width)
         landed = set(new)
-        return StepResult(frontier, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], [], size)
+        return StepResult(frontier, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], [], size,
+                          self.profile.step_ms(False, size))
 
     def _prompt_logp(self, pos: int, token: int) -> float:
         """The release's n-gram score of `token` at committed position `pos + 1`: the target's log-prob
@@ -361,11 +399,10 @@ class TreeGraftDecoder:
         m = self.mid
         return 0 if m is None or m.flushed else len(m.pending) - self._prompt_backlog
 
-    def _verify(self, tree: DraftTree, kept: list[int], schedule: str, calls: int, mid_s: float, t0: float,
-                commit: bool) -> tuple[RoundInfo, list[int]]:
+    def _verify(self, draft: Draft, kept: list[int], t0: float, commit: bool) -> tuple[RoundInfo, list[int]]:
         """One target forward over the kept tree, lossless acceptance, then commit (or roll back)."""
-        cfg, t1 = self.config, time.perf_counter()
-        modelled_ms = self._draft_ms + self.profile.target_ms(len(kept))  # this round, priced by the profile
+        cfg, t1, tree = self.config, time.perf_counter(), draft.tree
+        modelled_ms = draft.ms + self.profile.target_ms(len(kept))  # this round, priced by the profile
         logits = self.laps.run(self.target.forward_tree, tree, kept)
         if cfg.greedy:
             path, bonus = accept_greedy(tree, kept, logits)  # the round's read of the verification result
@@ -390,8 +427,8 @@ class TreeGraftDecoder:
             self.target.rollback()
             if self.mid is not None:
                 self.mid.rollback()
-        info = RoundInfo(len(path) - 1, schedule, calls, sum(tree.alive), len(kept) - 1,
-                         t1 - t0, t2 - t1, t_fwd + mid_s, time.perf_counter() - t0, modelled_ms)
+        info = RoundInfo(len(path) - 1, draft.schedule, draft.mid_calls, sum(tree.alive), len(kept) - 1,
+                         t1 - t0, t2 - t1, t_fwd + draft.mid_s, time.perf_counter() - t0, modelled_ms)
         self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
         return info, emitted
 
@@ -532,9 +569,7 @@ def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len:
     """
     dec = TreeGraftDecoder(pair, config)
     with record(dec) as rec:
-        dec.start(list(context_ids))
-        if prompt_len is not None:
-            dec.prompt_len = prompt_len
+        dec.start(list(context_ids), prompt_len=prompt_len)
         dec._emit("run.start", prompt_ids=list(context_ids))
         info, emitted = dec._oracle_round() if config.schedule == "oracle" else dec.run_round()
         gen = Generation(emitted, dec.tokenizer.decode(emitted), [info], TreeGraftDecoder._stats(emitted, [info], info.round_s, 0.0))

@@ -103,8 +103,7 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
     backlog = dec.mid_backlog()
 
     def verify_alone(tree: DraftTree, kept: list[int]) -> tuple[int, float]:
-        (path, _), t = dec.timed(lambda: accept_greedy(tree, kept, dec.target.forward_tree(tree, kept)))
-        dec.target.rollback()
+        (path, _), t = dec.timed(lambda: accept_greedy(tree, kept, dec.verify_tree(tree, kept)))
         calls.append({"kind": "verify", "n": len(kept), "ms": 1000 * t})
         return path, 1000 * t
 
@@ -149,8 +148,7 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
         pick = set(random.Random(seed).sample(range(len(leaves)), min(timed, len(leaves))))
         trie, maps = path_trie(dec.root, finals) if shared_verify else (None, [])
         if trie is not None and len(trie) <= max_trie:
-            best = dec.target.forward_tree(trie, list(range(len(trie)))).argmax(-1)
-            dec.target.rollback()
+            best = dec.verify_tree(trie, list(range(len(trie)))).argmax(-1)
             for lf, (tree, kept), m, held in zip(leaves, finals, maps, scored):
                 path, _ = accept_greedy(tree, kept, _onehot_rows(best, [m[v] for v in kept]))
                 lf["accepted"], lf["tail"] = len(path) - 1, tail(path, held)

@@ -1,14 +1,19 @@
 """The data of one decoding round, shared by the decoder, replay, training and the views.
 
-`StepResult` is what a draft step did; `RoundInfo` is what a round did; `RoundStart` is a round
-start's snapshot (what a replay restores between schedules). What a policy sees before a step,
-`StepContext`, lives with the policies (`schedule/context.py`). Nothing here runs a model.
+`StepResult` is what a draft step did; `Draft` is a round's drafted tree (what a `Drafter`
+returns); `RoundInfo` is what a round did; `RoundStart` is a round start's snapshot (what a replay
+restores between schedules). What a policy sees before a step, `StepContext`, lives with the
+policies (`schedule/context.py`). Nothing here runs a model.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
+
+from treegraft_lab.tree import DraftTree
 
 
 def release_acceptance(new_tokens, rounds, prefills):
@@ -20,13 +25,29 @@ def release_acceptance(new_tokens, rounds, prefills):
     return new_tokens / (rounds + prefills)
 
 
+def tokens_per_s(accepted, ms) -> float:
+    """Modelled decoding tokens/s from rounds started at uniformly sampled token positions: the one
+    objective schedules are ranked on (the learned scheduler's evaluation, the rules' fit).
+
+    `accepted`: each round's accepted draft tokens (A - 1); `ms`: its modelled time t. A decode
+    covers every position with one round, and a position's share of its round's time is t / A
+    (A tokens emitted, bonus included); with round starts drawn uniformly over positions (as
+    `collect` draws them), a decode's time per token is the mean of t / A over them
+    (renewal-reward). Summing A and t over the sampled rounds instead would weigh every round
+    start alike and undercount the slow, low-acceptance stretches a decode spends most rounds in.
+    """
+    a = np.asarray(accepted, dtype=float) + 1.0
+    return 1000.0 / float(np.mean(np.asarray(ms, dtype=float) / a))
+
+
 @dataclass
 class StepResult:
     """What draft step k did. pool: the nodes WHERE considered; frontier: the nodes expanded; new:
     the nodes the first proposed tokens landed on (the next N_k); chain: nodes created below them
     by n-gram chains; forwarded: the nodes the mid drafter scored (its time is in the round's
     `RoundInfo.forward_s`); size: what the step is priced by (`costs.DeviceProfile.step_ms`): tokens the mid drafter
-    forwarded, its backlog included (0: none), frontier nodes of an n-gram step, or -1 (skipped)."""
+    forwarded, its backlog included (0: none), frontier nodes of an n-gram step, or -1 (skipped);
+    ms: the step so priced by the decoder's profile."""
 
     pool: list[int]
     frontier: list[int]
@@ -34,6 +55,24 @@ class StepResult:
     chain: list[int]
     forwarded: list[int]
     size: int = 0
+    ms: float = 0.0
+
+
+@dataclass
+class Draft:
+    """A round's drafted tree, as a `Drafter` hands it to the decoder to prune and verify.
+
+    schedule: the round's label in `RoundInfo.schedule` (TreeGraft: one bit per draft step, 1 = a
+    mid call); mid_calls: the mid drafter's calls; ms: the drafting priced by the decoder's profile
+    (`DeviceProfile.small_ms`, `mid_ms`, `step_ms`): the round's modelled time less verification;
+    mid_s: wall seconds of forwards the drafter timed itself (`TreeGraftDecoder.timed`), beside
+    those the decoder's laps timed (`RoundInfo.forward_s`)."""
+
+    tree: DraftTree
+    schedule: str
+    mid_calls: int = 0
+    ms: float = 0.0
+    mid_s: float = 0.0
 
 
 @dataclass

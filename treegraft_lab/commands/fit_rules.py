@@ -2,8 +2,8 @@
 
 Reads a trajectories folder (the round starts of the train prompts with every schedule replayed
 and priced, as the learned scheduler was trained on), follows each rule at every value of its
-grid through the recorded schedule trees and keeps the value with the best tokens per modelled
-second (`treegraft_lab.schedule.rules.fit`). Writes the values into
+grid through the recorded schedule trees and keeps the value with the best modelled tokens/s
+(`treegraft_lab.schedule.rules.fit`, on `rounds.tokens_per_s`: the scheduler's own objective). Writes the values into
 data/scheduler/<pair>/rules.json under "<profile class>-<prune>-<growth>-<small>" and regenerates
 RULES.md beside it (the card).
 
@@ -31,7 +31,8 @@ def card(pair_name: str, fitted: dict) -> str:
            "the top-W nodes a mid call would expand) is below a threshold. Each value was fitted on the "
            "trajectories the learned scheduler of the same setting was trained on (train split, every schedule "
            "replayed at each round start and priced by the profile): every value of the grid followed its decisions "
-           "through the recorded schedule trees and the highest tokens per modelled second won (ties: fewer mid "
+           "through the recorded schedule trees and the highest modelled tokens/s won, the objective the learned "
+           "scheduler is evaluated on (the mean modelled time per token over the round starts; ties: fewer mid "
            "calls, the smaller value). `DecodeConfig(schedule=\"rule:match\")` reads the value fitted for its "
            "profile class, pruning, growth and small drafter; `rule:match=3` sets one by hand.", ""]
     for key, entry in sorted(fitted.items()):
@@ -57,9 +58,9 @@ def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from treegraft_lab import costs
-    from treegraft_lab.config import DecodeConfig
     from treegraft_lab.schedule import rules
     from treegraft_lab.schedule.adaptive import profile_class
+    from treegraft_lab.training.collect import collect_config
 
     folder = Path(args.trajectories)
     if not (folder / "trajectories.json").is_file():
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     profile = costs.load(str(folder / "profile.json"))
     decode = meta["shard_meta"][0]["decode"]
     settings = {k: v for k, v in decode.items() if k not in ("schedule", "clock")}
-    cfg = DecodeConfig(**{**settings, **({"small": args.small} if args.small else {})})
+    cfg = collect_config({**settings, **({"small": args.small} if args.small else {})})  # as collection read them
     key = f"{profile_class(profile)}-{cfg.prune}-{cfg.growth}-{cfg.small}"
     entry = {"profile": profile.name, "states": int(df.state.nunique()), "prompts": int(df.qid.nunique()),
              "trajectories": str(folder), "date": time.strftime("%Y-%m-%d"),

@@ -12,8 +12,9 @@ Both read the scheduler's own signals (`StepContext.signals`), so a rule is fitt
 trajectories the learned scheduler was trained on (`fit`): the collected round starts of the
 train split, each with every schedule replayed and priced by the trajectories' profile; each
 value of a grid follows its decisions through the recorded schedule tree of every round start,
-and the value with the highest tokens / modelled time over the round starts wins (ties: the
-smaller value, fewer mid calls). Fitted values live per pair in data/scheduler/<pair>/rules.json
+and the value with the highest modelled tokens/s wins, ranked on the objective the learned
+scheduler is evaluated on (`rounds.tokens_per_s`: the mean time per token over the round starts;
+ties: fewer mid calls, the smaller value). Fitted values live per pair in data/scheduler/<pair>/rules.json
 under "<profile class>-<prune>-<growth>-<small>", with the grid's numbers and the command
 (`treegraft-lab fit-rules` writes it and RULES.md, its card).
 """
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from treegraft_lab.config import DecodeConfig, rule_value
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.rounds import tokens_per_s
 from treegraft_lab.schedule.context import StepContext
 
 GRIDS = {"rule:match": (0, 1, 2, 3, 4, 5, 6), "rule:score": (0.0, 0.001, 0.01, 0.05, 0.1, 0.2, 0.5, 1.01)}
@@ -95,8 +97,8 @@ def read_fitted(pair_name: str) -> dict:
 
 def fit(trajectories, rule: str, grid: tuple | None = None, ngram_max: int = 5) -> dict:
     """Follow `rule` at every grid value through each round start's recorded schedule tree (a
-    trajectories table: one row per round start x schedule x step, priced); the best tokens per
-    modelled second wins. Returns {"value", "grid": [{"value", "tokens_per_s", "mid_calls_per_round",
+    trajectories table: one row per round start x schedule x step, priced); the best modelled
+    tokens/s (`rounds.tokens_per_s`) wins. Returns {"value", "grid": [{"value", "tokens_per_s", "mid_calls_per_round",
     "tokens_per_forward"}]}."""
     df = trajectories
     steps = {(st, k, pre): sig for st, k, pre, sig in zip(
@@ -106,15 +108,17 @@ def fit(trajectories, rule: str, grid: tuple | None = None, ngram_max: int = 5) 
     rows = []
     for v in grid or GRIDS[rule]:
         pol = RulePolicy(rule, v)
-        tokens = ms = calls = 0.0
+        accepted, ms, calls = [], [], 0
         for st in states:
             pre = ""
             for k in range(1, depth + 1):
                 sig = {c.removeprefix("sig_"): x for c, x in steps[(st, k, pre)].items()}
                 pre += "1" if pol.decide_signals(sig, ngram_max) else "0"
             a, t = outcome[(st, pre)]
-            tokens, ms, calls = tokens + a + 1, ms + t, calls + pre.count("1")
-        rows.append({"value": v, "tokens_per_s": 1000 * tokens / ms, "mid_calls_per_round": calls / len(states),
-                     "tokens_per_forward": tokens / len(states)})
+            accepted.append(a)
+            ms.append(t)
+            calls += pre.count("1")
+        rows.append({"value": v, "tokens_per_s": tokens_per_s(accepted, ms), "mid_calls_per_round": calls / len(states),
+                     "tokens_per_forward": (sum(accepted) + len(states)) / len(states)})
     best = max(rows, key=lambda r: (round(r["tokens_per_s"], 6), -r["mid_calls_per_round"], -r["value"]))
     return {"value": best["value"], "grid": rows}

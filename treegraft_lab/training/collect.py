@@ -100,7 +100,7 @@ class CollectConfig:
     timed: int = 3  # schedules per round start also verified alone, timed (the cost profile's data)
     decode: dict = field(default_factory=dict)  # DecodeConfig fields (depth, width, budget, ...) over COLLECT_BASE
     # The mid drafter's cache lags the committed text by a lag drawn uniformly from 0..mid_lag
-    # tokens at each round start, as after rounds without a mid call (`ModelDrafter.unforward`): the first
+    # tokens at each round start, as after rounds without a mid call (`TreeGraftDecoder.lag_mid`): the first
     # mid call of a replay then pays the backlog a decode that calls it rarely pays. 0: no lag.
     mid_lag: int = 0
     # Reach each round start by decoding the prompt with all-small rounds (one decode per prompt)
@@ -177,16 +177,14 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
             spots = [j for j in spots if j < len(cont) + (not ended)]
         if cfg.warm:  # one decode per prompt, from the prompt through every round start
             dec.start(ids)
-            dec.prompt_len = len(ids)
         for j in spots:
             if cfg.warm:
                 if not _decode_to(dec, len(ids) + j, stop):
                     break
                 j = len(dec.ids) - len(ids)  # rounds commit several tokens: the start actually reached
             else:
-                dec.start(ids + cont[:j])
-                dec.prompt_len = len(ids)
-            lag = dec.mid.unforward(dec.ids, rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
+                dec.start(ids + cont[:j], prompt_len=len(ids))
+            lag = dec.lag_mid(rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
             if cfg.known:
                 st, lv, cl = replay_all(dec, False, 0, seed=rng.randrange(2**31), answer=full[j:])
             else:

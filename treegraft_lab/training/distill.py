@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.rounds import tokens_per_s
 from treegraft_lab.training.grouped_cv import r2
 from treegraft_lab.training.value import Scaler, student_inputs, value_inputs
 
@@ -181,17 +182,9 @@ def replay_policy(df: pd.DataFrame, decide: Callable[[pd.DataFrame], np.ndarray]
 
 
 def throughput(out: pd.DataFrame) -> float:
-    """Modelled decoding tokens/s from rounds started at uniformly sampled token positions.
-
-    A decode covers every position with one round, and a position's share of its round's time is
-    t / A (A tokens emitted, bonus included); with round starts drawn uniformly over positions
-    (as `collect` draws them), the time per token of a decode is the mean of t / A over them
-    (renewal-reward). Summing A and t over the sampled rounds instead would weight every round
-    start alike and undercount the slow, low-acceptance stretches a decode spends most rounds in.
-    """
-    a = out["accepted"].to_numpy(float) + 1.0
-    t = (out["t_draft_ms"] + out["t_verify_ms"]).to_numpy(float)
-    return 1000.0 / float(np.mean(t / a))
+    """Modelled decoding tokens/s of the rounds `out` (one per sampled round start, priced):
+    `rounds.tokens_per_s`, the mean time per token over them."""
+    return tokens_per_s(out["accepted"].to_numpy(float), (out["t_draft_ms"] + out["t_verify_ms"]).to_numpy(float))
 
 
 def oracle_rounds(first: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
