@@ -729,7 +729,7 @@ def interact_06(page, name: str = "06_schedule_playground.ipynb") -> None:
     assert not stale_cue(page)
     assert not control_cue(page, name, "budget one down", lambda: budget_key(page, "ArrowLeft"),
                            lambda: budget_key(page, "ArrowRight"), "budget")
-    nd = pg.locator(".widget-checkbox", has_text="ND").locator("input")
+    nd = pg.locator(".widget-checkbox", has_text="ND (non-destructive").locator("input")
     assert not control_cue(page, name, "ND off", nd.click, nd.click, "ND")
     assert not scroll_kept(page, ".tg-playground", other_tree)
     t0 = time.perf_counter()

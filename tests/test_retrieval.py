@@ -240,11 +240,11 @@ def test_a_fitted_rule_is_read_by_name_and_offered_by_the_playground(tmp_path, m
     cfg = DecodeConfig(clock="a100-paper", budget=8)
     (tmp_path / "rules.json").write_text(json.dumps({rules.rules_key(cfg): {"rule:match": {"value": 2}}}))
     monkeypatch.setattr(rules, "rules_file", lambda name: tmp_path / "rules.json")
-    assert rules.rules_key(cfg) == "a100-paper-topk-full-ngram"
+    assert rules.rules_key(cfg) == "a100-paper-topk-lookup-ngram+recycling"  # the default settings
     pol = RulePolicy.for_config(DecodeConfig(schedule="rule:match", clock="a100-paper", budget=8), pair)
     assert pol.name == "rule:match=2"
     assert rule_schedules(pair, cfg) == ["rule:match=2"]  # rule:score has no fitted value: not offered
-    assert rule_schedules(pair, DecodeConfig(clock="a100-paper", small="suffix")) == []  # fitted for n-gram only
+    assert rule_schedules(pair, DecodeConfig(clock="a100-paper", small="suffix")) == []  # fitted for the default small drafter only
 
 
 def test_value_pruning_keeps_its_counts_of_recycled_candidates_across_runs_and_recounts_the_rest():
