@@ -50,13 +50,17 @@ def table(head: list[str], rows: list[list[str]]) -> str:
 SCRIPTS_REMOVED_IN = "9416a6d"  # the commit that removed the one-off experiment scripts some data were made by
 
 
+def removed_note(commands: list[str]) -> str:
+    """Where the scripts the commands name went, for those no longer in scripts/ ("" when all are there)."""
+    gone = sorted({w for c in commands for w in c.split() if w.startswith("scripts/") and not (REPO_DIR / w).exists()})
+    return "".join(f" `{w}` was removed in commit {SCRIPTS_REMOVED_IN}; see git history." for w in gone)
+
+
 def provenance(commands: list[str], machine: str, date: str, data: str) -> str:
     """The command block and one line naming machine, date and data folder, under a table's heading;
     a command whose script is no longer in scripts/ says where it went."""
     block = "\n".join("    " + c for c in commands)
-    gone = sorted({w for c in commands for w in c.split() if w.startswith("scripts/") and not (REPO_DIR / w).exists()})
-    note = "".join(f" `{w}` was removed in commit {SCRIPTS_REMOVED_IN}; see git history." for w in gone)
-    return f"{block}\n\nMachine: {machine}. Date: {date}. Data: `{data}`.{note}"
+    return f"{block}\n\nMachine: {machine}. Date: {date}. Data: `{data}`.{removed_note(commands)}"
 
 
 # --- benchmarks ---------------------------------------------------------------------------------
