@@ -89,6 +89,23 @@ def test_a_broken_derived_mid_config_is_refused_in_words(tiny_llama_dir, tmp_pat
 def test_the_real_int8_pair_decodes_losslessly_and_drafts_what_the_target_says():
     pair = models.load_pair("smollm2-int8", device="cpu", dtype="float32")
     cfg = DecodeConfig(schedule="mid", clock="a100-paper", temperature=0.0)
-    gen = TreeGraftDecoder(pair, cfg).generate(PROMPT, max_new_tokens=16)
-    assert gen.token_ids == autoregressive(pair, PROMPT, max_new_tokens=16).token_ids
+    gen = TreeGraftDecoder(pair, cfg).generate(PROMPT, max_new_tokens=10)
+    assert gen.token_ids == autoregressive(pair, PROMPT, max_new_tokens=10).token_ids
     assert gen.stats["accepted_per_round"] >= 2  # a near-copy of the target: most drafted tokens pass
+
+
+@pytest.mark.parametrize("name", list(models.DERIVED_MIDS))
+def test_every_derived_mid_has_a_measured_card_with_its_agreement_per_category(name):
+    import json
+
+    folder = models.MODELS_DIR / name
+    card = json.loads((folder / "card.json").read_text())
+    spec = derived.read_spec(folder)
+    assert card["kind"] == spec["kind"] and card["dtype"] == "float32"
+    assert set(card["agreement_per_category"]) == set(card["positions_per_category"]) and card["positions"] > 0
+    pooled = sum(card["agreement_per_category"][c] * card["positions_per_category"][c] for c in card["positions_per_category"])
+    assert pooled / card["positions"] == pytest.approx(card["agreement"])
+    text = (folder / "MODEL_CARD.md").read_text()
+    assert f"treegraft-lab zoo card {name.removesuffix('-mid')}" in text and f"**{card['agreement']:.3f}**" in text
+    if spec["kind"] == "self":
+        assert card["agreement"] == 1.0

@@ -75,3 +75,29 @@ def test_the_mids_map_refuses_an_unknown_pair_or_a_missing_card_in_one_line(caps
     assert len(err.splitlines()) == 1 and "zoo card smollm2-pocket --write-card" in err
     assert cli.main(["regime", "--heatmap", str(tmp_path / "x.png")]) == 2
     assert "--mids" in capsys.readouterr().err
+
+
+def test_the_stored_replays_map_three_mid_drafters_on_their_common_prompts(capsys):
+    from treegraft_lab import cli
+
+    mids = ["smollm2-pocket", "smollm2-int8", "smollm2-self"]
+    assert cli.main(["regime", "--mids", ",".join(mids), "--ratios", "0.05,0.6", "--schedules", "all-small,all-mid,oracle"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| smollm2-")]
+    agreements = [regime.mid_agreement(m) for m in mids]
+    assert [r.split(" (")[0].strip("| ") for r in rows] == [m for _, m in sorted(zip(agreements, mids))]
+    assert all(len(r.strip("|").split("|")) == 3 for r in rows)  # the mid drafter and two ratios
+    assert "common eval prompts" in out
+
+
+def test_replays_of_several_mids_are_cut_to_their_common_prompts_and_first_tokens():
+    def frame(qids, length):
+        return pd.DataFrame([{"qid": q, "pos": j, "length": length, "ended": True, "schedule": "00000"}
+                             for q in qids for j in range(length)])
+
+    out = regime.common_prompts({"a": frame(["q1", "q2"], 6), "b": frame(["q2", "q3"], 3)}, 4)
+    assert set(out["a"]["qid"]) == set(out["b"]["qid"]) == {"q2"}
+    assert out["a"]["pos"].max() == 3 and set(out["a"]["length"]) == {4} and not out["a"]["ended"].any()
+    assert set(out["b"]["length"]) == {3} and out["b"]["ended"].all()  # shorter answers are left whole
+    with pytest.raises(TreeGraftError, match="share no prompt"):
+        regime.common_prompts({"a": frame(["q1"], 3), "b": frame(["q3"], 3)}, 4)
