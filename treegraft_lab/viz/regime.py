@@ -167,10 +167,13 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
                     ax.text(j, i, f"{'M' if v else 'S'} {speed[i, j]:.2f}x", ha="center", va="center", fontsize=7)
         else:
             cmap = mpl.colormaps["RdYlGn"].with_extremes(bad="#e6e6e6")
-            im = ax.imshow(np.ma.masked_invalid(z), vmin=0.85, vmax=1.15, cmap=cmap, aspect="auto")
+            hi = max(1.15, float(np.nanmax(z)) if np.isfinite(z).any() else 1.15)  # centred on 1 (a tie)
+            norm = mpl.colors.TwoSlopeNorm(vcenter=1.0, vmin=2.0 - hi, vmax=hi)
+            im = ax.imshow(np.ma.masked_invalid(z), norm=norm, cmap=cmap, aspect="auto")
             for (i, j), v in np.ndenumerate(z):
                 if np.isfinite(v):
-                    ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7)
+                    dark = abs(norm(v) - 0.5) > 0.35
+                    ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
             fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
         labels = []
         for r in ratios:
