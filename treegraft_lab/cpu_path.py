@@ -53,6 +53,8 @@ def supported(model) -> str | None:
             return f"layer type {type(layer).__name__} is not a Llama/Qwen3-style layer"
         if not all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj")):
             return f"MLP type {type(mlp).__name__} is not a gated MLP"
+        if not all(isinstance(getattr(m, n), torch.nn.Linear) for m, n in [*((attn, p) for p in ("q_proj", "k_proj", "v_proj", "o_proj")), *((mlp, p) for p in ("gate_proj", "up_proj", "down_proj"))]):
+            return "quantised (not float) linear layers: they run their own kernels"
         if getattr(mlp.config, "hidden_act", "silu") != "silu":
             return f"activation {mlp.config.hidden_act!r} (the packed MLP assumes silu)"
         if getattr(attn, "sliding_window", None):

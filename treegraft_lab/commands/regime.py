@@ -48,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write which draft steps the oracle and adaptive-family call the mid drafter at (PNG)")
     parser.add_argument("--markdown", action="store_true",
                         help="also print the map as a markdown table (docs/results.md's), adaptive-family as its focus")
+    parser.add_argument("--mids", default=None, metavar="PAIR,PAIR",
+                        help="the map over mid drafters too: pairs whose replays are stored (data/regime/<pair>-<growth>-topk), "
+                             "each placed at its card's greedy agreement; prints (agreement x ratio) cells")
+    parser.add_argument("--heatmap", type=Path, default=None,
+                        help="with --mids: write the heatmap over (agreement, T_mid / T_tgt) (PNG)")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
@@ -89,9 +94,13 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab import costs, regime
 
     ratios = _ratios(args.ratios)
-    folder = args.replays or DATA_DIR / "regime" / f"{args.pair.replace('/', '_')}-{args.growth}-topk"
+    folder = args.replays or regime.replay_folder(args.pair, args.growth)
     base = costs.load(args.profile)
     cfg = regime.map_config(args.growth, base)
+    if args.mids is not None:
+        return _mid_axis(args, base, cfg, ratios)
+    if args.heatmap:
+        raise TreeGraftError("--heatmap draws the map over mid drafters: give --mids PAIR,PAIR too")
     if args.collect or args.decode:
         import torch
 
@@ -164,4 +173,50 @@ def run(args: argparse.Namespace) -> int:
         args.steps_figure.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(args.steps_figure, dpi=110)
         print(f"steps figure: {args.steps_figure}")
+    return 0
+
+
+def _mid_axis(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
+    """`--mids`: price every pair's stored replays (and stored decodes) at the ratios; print the
+    (agreement x ratio) cells, and draw the heatmap with `--heatmap`. No model runs."""
+    import pandas as pd
+
+    from treegraft_lab import costs, regime
+    from treegraft_lab.commands.common import check_pair
+
+    if args.collect or args.decode or args.replays:
+        raise TreeGraftError("--mids reads stored replays only: collect each pair with --pair PAIR --collect first")
+    pairs = [p for p in args.mids.split(",") if p]
+    if not pairs:
+        raise TreeGraftError("--mids: name the pairs, e.g. --mids smollm2-pocket,smollm2-int8,smollm2-self")
+    for p in pairs:
+        check_pair(p)
+    agreement = {p: regime.mid_agreement(p) for p in pairs}  # a missing card is refused before any pricing
+    loaded = {p: regime.load(regime.replay_folder(p, args.growth)) for p in pairs}
+    max_new = min(int(meta.get("max_new", args.max_new)) for _, meta in loaded.values())
+    frames = regime.common_prompts({p: df for p, (df, _) in loaded.items()}, max_new)
+    maps = {}
+    for p in pairs:
+        reps = regime.split(frames[p], cfg.depth)
+        rows = regime.priced(reps, base, ratios, args.schedules.split(","))
+        runs = regime.load_decodes(regime.replay_folder(p, args.growth), base.name, reps, ratios)
+        cut = int(loaded[p][1].get("max_new", max_new)) > max_new
+        if cut and len(runs):  # a stored decode cannot be cut to fewer tokens
+            print(f"{p}: its stored decodes ran {loaded[p][1].get('max_new')} tokens, more than {max_new}: left out")
+        maps[p] = (agreement[p], regime.by_ratio(pd.concat([rows, runs.iloc[:0] if cut else runs])))
+        print(f"{p}: agreement {agreement[p]:.3f} (its card), {len(reps)} common eval prompts, first {max_new} tokens")
+    c = regime.cells(regime.mid_axis_map(maps))
+    print(f"oracle / better endpoint (S: all-small better, M: all-mid better; decoded schedulers after a slash), "
+          f"modelled on {base.name} with T_mid/T_tgt scaled")
+    print(regime.cells_markdown(c))
+    if args.heatmap:
+        from treegraft_lab.viz.regime import mid_axis_figure
+
+        gains = [col.removesuffix("_gain") for col in c.columns if col.endswith("_gain") and col != "oracle_gain"]
+        tt, tm = costs.scheduler_costs(base, cfg)
+        fig = mid_axis_figure(c, gains[0] if gains else None, {base.name: tm / tt},
+                              f"regime map over mid drafters: {args.growth} growth, top-k 63; modelled on {base.name}")
+        args.heatmap.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.heatmap, dpi=110)
+        print(f"heatmap: {args.heatmap}")
     return 0

@@ -9,8 +9,10 @@ from pathlib import Path
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import MODELS_DIR
 from treegraft_lab.presets import DEFAULT_PAIR, POCKET_DRAFTER
+from treegraft_lab.zoo import DERIVED_MIDS
 
-DRAFTERS = {DEFAULT_PAIR: POCKET_DRAFTER}
+DRAFTERS = {DEFAULT_PAIR: POCKET_DRAFTER,
+            **{name.removesuffix("-mid"): name for name in DERIVED_MIDS}}  # built from the target at load time
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--max-new", type=int, default=128, help="continuation length per eval prompt")
     c.add_argument("--reps", type=int, default=15, help="timing repetitions per model and input")
     c.add_argument("--limit", type=int, default=0, help="use only the first N eval prompts")
+    c.add_argument("--per-category", type=int, default=0, help="use only the first N eval prompts of each category")
     c.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     c.add_argument("--write-card", action="store_true",
                    help="also write MODEL_CARD.md (and card.json) into the drafter folder")
@@ -68,11 +71,21 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.zoo_command == "card":
         from treegraft_lab.training.drafter_card import measure
+        from treegraft_lab.zoo import derived
 
         folder = args.folder or MODELS_DIR / DRAFTERS[args.name]
         res = measure(folder, max_new=args.max_new, reps=args.reps, limit=args.limit,
-                      threads=args.threads)
-        if args.write_card:
+                      threads=args.threads, per_cat=args.per_category)
+        if args.write_card and derived.is_derived(folder):
+            import shlex
+            import sys
+
+            from treegraft_lab.training.drafter_card import derived_card_markdown
+
+            card_cmd = "treegraft-lab zoo card " + shlex.join(sys.argv[3:] if len(sys.argv) > 3 else [args.name])
+            (folder / "MODEL_CARD.md").write_text(derived_card_markdown(args.name, res, derived.read_spec(folder), card_cmd))
+            (folder / "card.json").write_text(json.dumps(res, indent=1) + "\n")
+        elif args.write_card:
             import shlex
             import sys
 
@@ -100,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
 def format_card(name: str, r: dict) -> str:
     """A human-readable card."""
     lines = [f"{name}: drafter {r['drafter']}",
-             f"  layers {r['layers']}  sub-vocab {r['sub_vocab']}  lora rank {r['lora_rank']}",
+             f"  layers {r['layers']}  sub-vocab {r['sub_vocab']}  lora rank {r['lora_rank']}"
+             + (f"  (derived: {r['kind']})" if r.get("kind") else ""),
              f"  eval prompts: {r['eval_prompts']} ({r['n_prompts']} prompts, {r['positions']} positions)",
              f"  agreement (greedy top-1, teacher-forced): {r['agreement']:.3f}  "
              f"(target top-1 inside the head's sub-vocabulary: {r['sub_vocab_coverage']:.3f})"]

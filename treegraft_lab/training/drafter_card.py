@@ -163,22 +163,42 @@ def agreement(target: Any, drafter: Any, conts: list[dict[str, Any]], k: int = 4
     }
 
 
+def per_category(prompts: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """The first `n` prompts of each category, in the suite's order."""
+    seen: dict[str, int] = {}
+    out = []
+    for p in prompts:
+        if seen.get(p["category"], 0) < n:
+            out.append(p)
+            seen[p["category"]] = seen.get(p["category"], 0) + 1
+    return out
+
+
 def measure(folder: Path, max_new: int = 128, reps: int = 15, limit: int = 0,
-            threads: int = 0) -> dict[str, Any]:
-    """Load target + drafter from `folder`, measure everything, return one JSON-able dict."""
+            threads: int = 0, per_cat: int = 0) -> dict[str, Any]:
+    """Load target + drafter from `folder`, measure everything, return one JSON-able dict.
+
+    The pocket drafter is measured in bf16; a mid derived from the target (`treegraft_lab.zoo.derived`:
+    int8, the target itself, a layer cut) in float32, the dtype its int8 kernels take and the
+    regime map's replays run in. `per_cat`: only the first N eval prompts of each category."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from treegraft_lab.training.drafter_distill import eval_prompts
+    from treegraft_lab.zoo import derived
     from treegraft_lab.zoo.drafter import load_drafter
     from treegraft_lab.zoo.target import ensure_target
 
+    spec = derived.read_spec(folder) if derived.is_derived(folder) else None
     if threads:
         torch.set_num_threads(threads)
     tpath = ensure_target()
     tok = AutoTokenizer.from_pretrained(tpath)
-    target = AutoModelForCausalLM.from_pretrained(tpath, dtype=torch.bfloat16).eval()
-    drafter = load_drafter(target, folder)
+    dtype = torch.float32 if spec else torch.bfloat16
+    target = AutoModelForCausalLM.from_pretrained(tpath, dtype=dtype).eval()
+    drafter = derived.build_mid(target, spec) if spec else load_drafter(target, folder)
     prompts, source = eval_prompts()
+    if per_cat:
+        prompts = per_category(prompts, per_cat)
     if limit:
         prompts = prompts[:limit]
     t0 = time.time()
@@ -187,11 +207,63 @@ def measure(folder: Path, max_new: int = 128, reps: int = 15, limit: int = 0,
                            "max_new_tokens": max_new}
     res.update(agreement(target, drafter, conts))
     res.update(cost_ratios(target, drafter, reps=reps))
-    cfg = json.loads((Path(folder) / "config.json").read_text())
-    res.update({"layers": cfg["layers"], "sub_vocab": cfg["sub_vocab"], "lora_rank": cfg["lora_rank"],
-                "threads": torch.get_num_threads(), "dtype": "bfloat16",
+    if spec:
+        n = target.config.num_hidden_layers
+        res.update({"kind": spec["kind"], "layers": spec.get("layers") or list(range(n)), "sub_vocab": None,
+                    "lora_rank": None, "per_category": per_cat})
+    else:
+        cfg = json.loads((Path(folder) / "config.json").read_text())
+        res.update({"layers": cfg["layers"], "sub_vocab": cfg["sub_vocab"], "lora_rank": cfg["lora_rank"]})
+    res.update({"threads": torch.get_num_threads(), "dtype": str(dtype).removeprefix("torch."),
                 "measure_seconds": round(time.time() - t0, 1)})
     return res
+
+
+def derived_card_markdown(name: str, res: dict[str, Any], spec: dict[str, Any], command: str) -> str:
+    """MODEL_CARD.md text of a mid derived from the target (`treegraft_lab.zoo.derived`)."""
+    what = {"int8": "the target with the q/k/v/o, gate and up projections of every layer quantised to int8 by "
+                    "torch's dynamic quantisation (per-output-channel int8 weights, activations quantised to 8 bits "
+                    "per forward); down_proj and the tied head stay float32. CPU only",
+            "self": "a copy of the target itself: the idealised mid drafter (agreement 1) that bounds the regime map "
+                    "from above on the modelled clock; on the wall clock it costs a full target forward",
+            "layers": f"the target's own layers {spec.get('layers')} (a layer-skip cut, untrained), the target's "
+                      "final norm and full tied head"}[spec["kind"]]
+    cats = "\n".join(f"| {c} | {v:.3f} | {res['positions_per_category'][c]} |"
+                     for c, v in res["agreement_per_category"].items())
+    return f"""# {name} mid drafter (derived from SmolLM2-135M-Instruct at load time)
+
+{what[0].upper() + what[1:]}.
+
+## How it is made
+
+Nothing is trained or stored but `config.json` (kind `{spec['kind']}`): `load_pair("{name}")` builds it from
+the loaded target (`treegraft_lab.zoo.derived.build_mid`), offline, in a few seconds.
+
+## Measured
+
+    {command}
+
+Eval prompts: `{res['eval_prompts']}`, {res['n_prompts']} prompts (the first {res.get('per_category') or 'all'} of
+each category, first user turn), the target's greedy continuations of up to {res['max_new_tokens']} tokens,
+{res['positions']} positions, teacher-forced; {res['dtype']} (target and drafter), {res['threads']} thread(s).
+
+| category | greedy top-1 agreement | positions |
+|---|---|---|
+{cats}
+| **overall** | **{res['agreement']:.3f}** | {res['positions']} |
+
+- Chain speculative decoding, k = {res['chain_k']}, greedy (simulated on the teacher-forced continuation): mean
+  accepted drafted tokens per round {res['chain_mean_accepted']:.2f}, tokens per round incl. the bonus token
+  {res['chain_mean_tokens_per_round']:.2f}.
+- Cost ratio drafter / target (transformers' stock forwards, medians, side by side): 1 new token on a
+  512-token cached context {res['cost_ratio_1']:.3f} ({res['drafter_ms_1']:.1f} / {res['target_ms_1']:.1f} ms);
+  64-node tree chunk {res['cost_ratio_64']:.3f} ({res['drafter_ms_64']:.1f} / {res['target_ms_64']:.1f} ms).
+  Timed on a 2-core machine shared with other jobs: expect noise.
+
+## Files
+- `config.json`: the kind and its settings (`treegraft_lab.zoo.derived`).
+- `card.json`: the measured figures above.
+"""
 
 
 def _segments(record: dict[str, Any]) -> str:

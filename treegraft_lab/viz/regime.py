@@ -124,3 +124,66 @@ def steps_figure(shares: pd.DataFrame, schedules: list[str], marks: dict[str, fl
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: dict[str, float] | None = None,
+                    title: str = "") -> PlotFigure:
+    """The regime map over both axes (`regime.cells` rows): heatmaps with one row per mid drafter
+    (its greedy agreement with the target, lowest at the bottom) and one column per cost ratio
+    T_mid / T_tgt, of the oracle over the better endpoint, of `scheduler` over the better endpoint
+    (`<scheduler>_gain`; cells it was not decoded at are grey), and of which endpoint is better
+    (S: all-small, M: all-mid, with the better one's speedup over plain decoding). Every value is
+    printed in its cell. A ratio within 2% of a `marks` ratio is labelled with its name."""
+    import matplotlib as mpl
+
+    c = cells.sort_values(["agreement", "ratio"])
+    rows = list(dict.fromkeys(zip(c["mid"], c["agreement"])))[::-1]  # highest agreement on top
+    ratios = sorted(c["ratio"].unique())
+    panels = [("oracle_gain", "oracle / better endpoint")]
+    if scheduler is not None:
+        panels.append((f"{scheduler}_gain", f"{scheduler} / better endpoint"))
+    panels.append(("better", "better endpoint (S: all-small, M: all-mid) and its speedup"))
+    fig = PlotFigure(figsize=(8.4, 1.2 + (0.45 * len(rows) + 0.9) * len(panels)), layout="constrained")
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+
+    def grid(col: str) -> np.ndarray:
+        out = np.full((len(rows), len(ratios)), np.nan)
+        for i, (mid, a) in enumerate(rows):
+            g = c[(c["mid"] == mid) & (c["agreement"] == a)].set_index("ratio")
+            for j, r in enumerate(ratios):
+                if r in g.index and col in g.columns:
+                    v = g.loc[r, col]
+                    out[i, j] = (1.0 if v == "all-mid" else 0.0) if col == "better" else float(v)
+        return out
+
+    for ax, (col, label) in zip(axes, panels):
+        z = grid(col)
+        if col == "better":
+            cmap = mpl.colors.ListedColormap([SMALL, MID]).with_extremes(bad="#e6e6e6")
+            im = ax.imshow(np.ma.masked_invalid(z), vmin=0, vmax=1, cmap=cmap, aspect="auto", alpha=0.55)
+            speed = np.fmax(grid("all-small"), grid("all-mid"))
+            for (i, j), v in np.ndenumerate(z):
+                if np.isfinite(v):
+                    ax.text(j, i, f"{'M' if v else 'S'} {speed[i, j]:.2f}x", ha="center", va="center", fontsize=7)
+        else:
+            cmap = mpl.colormaps["RdYlGn"].with_extremes(bad="#e6e6e6")
+            hi = max(1.15, float(np.nanmax(z)) if np.isfinite(z).any() else 1.15)  # centred on 1 (a tie)
+            norm = mpl.colors.TwoSlopeNorm(vcenter=1.0, vmin=2.0 - hi, vmax=hi)
+            im = ax.imshow(np.ma.masked_invalid(z), norm=norm, cmap=cmap, aspect="auto")
+            for (i, j), v in np.ndenumerate(z):
+                if np.isfinite(v):
+                    dark = abs(norm(v) - 0.5) > 0.35
+                    ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
+            fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
+        labels = []
+        for r in ratios:
+            tag = next((f"\n{k}" for k, v in (marks or {}).items() if abs(np.log(v / r)) < 0.02), "")
+            labels.append(f"{r:.3g}{tag}")
+        ax.set_xticks(range(len(ratios)), labels, fontsize=8)
+        ax.set_yticks(range(len(rows)), [f"{m} ({a:.2f})" for m, a in rows], fontsize=8)
+        ax.set_ylabel("mid drafter (agreement)", fontsize=8)
+        ax.set_title(label, fontsize=10)
+    axes[-1].set_xlabel("T_mid / T_tgt")
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
