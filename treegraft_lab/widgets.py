@@ -929,9 +929,9 @@ class SchedulePlayground(W.VBox):
             self.figure = self.plot.show(fig)
 
 
-GROUPED_CSS = [{"selector": "th, td", "props": "padding: 2px 4px"},  # 13 columns: narrower gaps keep the table in 848 px
-               {"selector": "th.col_heading", "props": "white-space: normal"},  # headers wrap: the table fits 848 px
+GROUPED_CSS = [{"selector": "th.col_heading", "props": "white-space: normal"},  # headers wrap: the table fits 848 px
                {"selector": "th.col_heading.level0", "props": "text-align: center; border-bottom: 1px solid #bbb"},
                {"selector": "td", "props": "white-space: normal"},  # names and ranges wrap too
                {"selector": "td.col0", "props": "white-space: normal; min-width: 7em"},
-               {"selector": "caption", "props": "caption-side: top; text-align: left; font-size: 12px; color: #444"}]
+               {"selector": "caption", "props": "caption-side: top; text-align: left; font-size: 12px; color: #444"},
+               {"selector": "th, td", "props": "padding: 2px 4px"}]  # 13 columns: narrower gaps keep the table in 848 px
