@@ -377,3 +377,16 @@ def test_the_demo_names_the_adaptive_row_that_made_no_mid_call_and_prints_its_tw
     assert adaptive.split("(")[0].split()[2:] == small.split("(")[0].split()[2:]  # one pool, one number
     assert "1.60–2.35" in small  # ar's 30 tokens/s against each repeat's pool: 120 tokens in 2.1, 1.7 and 2.5 s
     assert "(" not in fixed  # it called the mid drafter and decided otherwise
+
+
+def test_value_pruning_keeps_fewer_nodes_after_a_long_context_where_the_profile_prices_tree_tokens_dearer_there():
+    from treegraft_lab.budget import ValuePruner
+
+    # after 256 cached tokens a node costs a fifth of a plain step; after 1,536 (the long curve) a whole one
+    prof = DeviceProfile("t", {1: 50.0, 2: 60.0, 64: 680.0}, target_long={1: 50.0, 2: 100.0, 64: 3200.0}, context_long=1536)
+    tree = _chain_tree([0.9, 0.8, 0.7])  # chances 0.9, 0.72, 0.50, 0.05
+    pr = ValuePruner(prof)
+    assert pr.prune(tree, 63) == [0, 1, 2, 3] == pr.prune(tree, 63, context=256)  # the short curve: 3 chain nodes pay
+    assert pr.prune(tree, 63, context=1536) == [0]  # a node costs a plain step: none pays
+    assert pr.prune(tree, 63, context=900) == [0, 1, 2]  # half way a node costs 0.6 of a step: 0.9 and 0.72 pay
+

@@ -303,3 +303,42 @@ def test_the_re_measure_button_measures_again_and_shows_the_new_profile_or_why_i
     line.button.click()
     assert "failed its sanity check twice" in line.text.value and "measured 2026-12-04 10:00" in line.text.value
     assert not line.button.disabled
+
+
+def test_a_profile_with_a_long_context_curve_prices_tree_tokens_by_the_context_and_keeps_it_through_save_and_scale(tmp_path):
+    prof = costs.DeviceProfile("t", {1: 50.0, 64: 180.0}, target_long={1: 60.0, 64: 300.0}, context_long=1536)
+    assert prof.target_ms(64) == prof.target_ms(64, 100) == prof.target_ms(64, 256) == 180.0  # at or below the short context
+    assert prof.target_ms(64, 1536) == 300.0 and prof.target_ms(64, 896) == pytest.approx(240.0)  # half way: linear
+    assert prof.target_ms(64, 2816) == pytest.approx(420.0)  # beyond the long context: the same line
+    back = costs.load(prof.save(tmp_path / "p.json"))
+    assert back.target_long == prof.target_long and back.context_long == 1536 and back.target_ms(64, 896) == pytest.approx(240.0)
+    assert prof.scaled(target=2.0).target_ms(64, 1536) == 600.0
+    flat = costs.DeviceProfile("named", {1: 50.0, 64: 180.0})  # a named profile: one context, the price ignores it
+    assert flat.target_ms(64, 5000) == 180.0
+
+
+def test_the_long_context_curve_is_measured_only_for_models_whose_positions_reach_it():
+    from types import SimpleNamespace
+
+    from treegraft_lab.measure import long_context
+
+    assert long_context(SimpleNamespace(config=SimpleNamespace(max_position_embeddings=512))) == 0  # the tests' tiny models
+    assert long_context(SimpleNamespace(config=SimpleNamespace(max_position_embeddings=8192))) == costs.CONTEXT_LONG
+
+
+def test_the_decoder_prices_its_trees_after_the_context_it_has_committed():
+    """The decoder hands value pruning its committed length: with a long-context curve that makes every tree
+    token dear past a few cached tokens, it verifies the root alone (a plain step) and stays lossless."""
+    pair = tiny_pair("llama", scale=4.0)
+    prompt = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
+    cheap = {1: 10.0, 64: 12.0}
+    dear = costs.DeviceProfile("t", cheap, {1: 1.0, 400: 2.0}, 0.1, context=4, target_long={1: 10.0, 2: 1000.0, 64: 60000.0},
+                         context_long=20)
+    flat = costs.DeviceProfile("t", cheap, {1: 1.0, 400: 2.0}, 0.1)
+    kept = {}
+    for name, prof in (("dear", dear), ("flat", flat)):
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", prune="value", clock=prof))
+        gen = dec.generate(prompt, max_new_tokens=12)
+        assert gen.token_ids == hf_greedy(pair.target, prompt, 12)
+        kept[name] = [r.kept for r in gen.rounds]
+    assert set(kept["dear"]) == {0} and max(kept["flat"]) > 0  # kept: draft nodes verified beside the root

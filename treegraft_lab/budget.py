@@ -25,6 +25,7 @@ import math
 import numpy as np
 from scipy.optimize import least_squares
 
+from treegraft_lab import costs
 from treegraft_lab.config import parse_mask
 from treegraft_lab.tree import MID
 
@@ -111,7 +112,8 @@ class ValuePruner:
 
         sum_{i <= k} P(v_i)  -  lam * verify_ms(k + 1)
 
-    where verify_ms is the profile's target curve and lam the run's tokens per ms so far, priced
+    where verify_ms is the profile's target curve after the round's context (a tree token costs more
+    after a long prompt: `DeviceProfile.target_ms`) and lam the run's tokens per ms so far, priced
     by the same profile (at least 1 / verify_ms(1), the rate of plain decoding): a node is worth verifying when its expected
     tokens beat what the time it costs would earn otherwise. k = 0 verifies the root alone, a plain
     decoding step. Any kept subset is lossless; only speed depends on this choice.
@@ -128,6 +130,7 @@ class ValuePruner:
     def __init__(self, profile, carried: dict | None = None) -> None:
         self.profile = profile
         self._verify_ms: list[float] = []  # verify_ms(k) for k = 1.., read from the profile once
+        self._verify_long: list[float] = []  # the same after the profile's long context (where it has one)
         self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials], this run
         self.carried = carried if carried is not None else {}  # CARRIED bins -> [hits, trials], across runs
         self.tokens, self.ms = 0, 0.0
@@ -153,27 +156,33 @@ class ValuePruner:
             out[v] = out[tree.parent[v]] * self.edge_chance(tree, v) if tree.alive[v] else 0.0
         return out
 
-    def verify_ms(self, tokens: int) -> float:
-        """The profile's verification cost of `tokens` tokens (the root included), tabulated."""
+    def verify_ms(self, tokens: int, context: int | None = None) -> float:
+        """The profile's verification cost of `tokens` tokens (the root included) after `context` cached
+        ones (`DeviceProfile.target_ms`), from the two curves tabulated once."""
         while len(self._verify_ms) < tokens:
-            self._verify_ms.append(self.profile.target_ms(len(self._verify_ms) + 1))
-        return self._verify_ms[tokens - 1]
+            k = len(self._verify_ms) + 1
+            self._verify_ms.append(self.profile.target_ms(k))
+            self._verify_long.append(costs.interpolate(self.profile.target_long, k) if self.profile.target_long else 0.0)
+        short = self._verify_ms[tokens - 1]
+        w = self.profile.context_weight(context) if context is not None else 0.0
+        return short + w * (self._verify_long[tokens - 1] - short) if w else short
 
     def rate(self) -> float:
         """lam: tokens per ms the run earns, at least plain decoding's."""
         floor = 1.0 / self.verify_ms(1)
         return max(floor, self.tokens / self.ms) if self.ms > 0 else floor
 
-    def prune(self, tree, budget: int) -> list[int]:
-        """The kept node ids (root first, increasing ids)."""
+    def prune(self, tree, budget: int, context: int | None = None) -> list[int]:
+        """The kept node ids (root first, increasing ids); `context`: the tokens already cached before the
+        tree (a tree token costs more after a long context, where the profile measured that)."""
         chance = self.chances(tree)
         order = sorted((v for v in range(1, len(tree)) if tree.alive[v]), key=lambda v: (-chance[v], tree.depth[v], v))
         order = order[:budget]
         lam = self.rate()
-        total, best, best_k = 0.0, -lam * self.verify_ms(1), 0
+        total, best, best_k = 0.0, -lam * self.verify_ms(1, context), 0
         for k, v in enumerate(order, 1):
             total += chance[v]
-            value = total - lam * self.verify_ms(k + 1)
+            value = total - lam * self.verify_ms(k + 1, context)
             if value > best:
                 best, best_k = value, k
         return sorted([0, *order[:best_k]])

@@ -34,6 +34,7 @@ from treegraft_lab.paths import DATA_DIR
 FORMAT = "treegraft-profile/1"
 PROFILES_DIR = DATA_DIR / "profiles"
 CONTEXT = 256
+CONTEXT_LONG = 1536  # the second context the target curve is measured at: a tree token's price grows with it
 SKIPPED = -1  # the size recorded for a draft step that did nothing (`DeviceProfile.step_ms`)
 
 
@@ -62,9 +63,23 @@ class DeviceProfile:
     spread: float | None = None  # repeated timings' disagreement: median over sizes of (max - min) / median
     measured: str = ""  # when it was measured ("2026-12-03 04:30"); "" for a derived profile
     checked: list[str] = field(default_factory=list)  # the sanity checks it passed when measured, in words
+    target_long: dict[int, float] = field(default_factory=dict)  # the target curve after `context_long` cached tokens
+    context_long: int = 0  # 0: measured at `context` only (a named profile): the cost does not depend on the context
 
-    def target_ms(self, tokens: float) -> float:
-        return interpolate(self.target, tokens)
+    def target_ms(self, tokens: float, context: int | None = None) -> float:
+        """A target forward of `tokens` new tokens; after `context` cached ones where the profile has its
+        curve at a long context too (linear in the context between the two curves, beyond them as well;
+        never below the curve at `self.context`). Without either: the curve at `self.context`."""
+        t = interpolate(self.target, tokens)
+        if context is None or not self.target_long or context <= self.context:
+            return t
+        return t + self.context_weight(context) * (interpolate(self.target_long, tokens) - t)
+
+    def context_weight(self, context: int) -> float:
+        """How far `context` lies from the short curve's context towards the long one's (0 at or below it)."""
+        if not self.target_long or context <= self.context:
+            return 0.0
+        return (context - self.context) / (self.context_long - self.context)
 
     def mid_ms(self, tokens: float) -> float:
         if not self.mid:
@@ -92,7 +107,8 @@ class DeviceProfile:
         """The profile with mid calls and target forwards `mid` / `target` times as costly."""
         return DeviceProfile(f"{self.name}*mid{mid:g}*tgt{target:g}", {n: v * target for n, v in self.target.items()},
                              {n: v * mid for n, v in self.mid.items()}, self.small_ms, self.device, self.source,
-                             self.context, dict(self.key), self.n, self.spread, self.measured, list(self.checked))
+                             self.context, dict(self.key), self.n, self.spread, self.measured, list(self.checked),
+                             {n: v * target for n, v in self.target_long.items()}, self.context_long)
 
     @property
     def label(self) -> str:
@@ -102,6 +118,7 @@ class DeviceProfile:
         d = asdict(self)
         d["target"] = {str(k): v for k, v in self.target.items()}
         d["mid"] = {str(k): v for k, v in self.mid.items()}
+        d["target_long"] = {str(k): v for k, v in self.target_long.items()}
         return {"format": FORMAT, **d}
 
     def save(self, path: str | Path) -> Path:
@@ -119,13 +136,16 @@ class DeviceProfile:
                 raise ValueError(f"format is {d.get('format')!r}, not {FORMAT!r}")
             target = {int(k): float(v) for k, v in d["target"].items()}
             mid = {int(k): float(v) for k, v in (d.get("mid") or {}).items()}
-            if not target or not all(math.isfinite(v) and v > 0 for v in [*target.values(), *mid.values()]):
+            long = {int(k): float(v) for k, v in (d.get("target_long") or {}).items()}
+            if long and int(d.get("context_long", 0)) <= int(d.get("context", CONTEXT)):
+                raise ValueError("context_long must exceed context where target_long is given")
+            if not target or not all(math.isfinite(v) and v > 0 for v in [*target.values(), *mid.values(), *long.values()]):
                 raise ValueError("curves need positive finite ms values")
             spread = d.get("spread")
             return cls(str(d["name"]), target, mid, float(d.get("small_ms", 1.0)), str(d.get("device", "")),
                        str(d.get("source", "")), int(d.get("context", CONTEXT)), dict(d.get("key", {})),
                        int(d.get("n", 0)), None if spread is None else float(spread), str(d.get("measured", "")),
-                       [str(c) for c in d.get("checked", [])])
+                       [str(c) for c in d.get("checked", [])], long, int(d.get("context_long", 0)) if long else 0)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TreeGraftError(f"{where} is not a usable device profile ({e}); measure one with "
                                  "`treegraft-lab profile --save FILE`") from e

@@ -269,7 +269,7 @@ class TreeGraftDecoder:
     def prune(self, tree: DraftTree) -> list[int]:
         """The nodes the target verifies: the budget's best by path score, or (prune="value")
         the best ones worth their verification time this round."""
-        return tree.prune(self.budget) if self.pruner is None else self.pruner.prune(tree, self.budget)
+        return tree.prune(self.budget) if self.pruner is None else self.pruner.prune(tree, self.budget, len(self.ids))
 
     def _growth_ends(self, tree: DraftTree, frontier: list[int]) -> bool:
         """The release's end of a round's growth: an empty frontier (every parent ended, or the
@@ -402,7 +402,7 @@ class TreeGraftDecoder:
     def _verify(self, draft: Draft, kept: list[int], t0: float, commit: bool) -> tuple[RoundInfo, list[int]]:
         """One target forward over the kept tree, lossless acceptance, then commit (or roll back)."""
         cfg, t1, tree = self.config, time.perf_counter(), draft.tree
-        modelled_ms = draft.ms + self.profile.target_ms(len(kept))  # this round, priced by the profile
+        modelled_ms = draft.ms + self.profile.target_ms(len(kept), len(self.ids))  # this round, priced by the profile
         logits = self.laps.run(self.target.forward_tree, tree, kept)
         if cfg.greedy:
             path, bonus = accept_greedy(tree, kept, logits)  # the round's read of the verification result

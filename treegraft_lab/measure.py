@@ -29,7 +29,7 @@ import torch
 from tqdm.auto import tqdm
 
 from treegraft_lab import graft, kv
-from treegraft_lab.costs import CONTEXT, PROFILES_DIR, DeviceProfile, load
+from treegraft_lab.costs import CONTEXT, CONTEXT_LONG, PROFILES_DIR, DeviceProfile, load
 from treegraft_lab.drafters import NgramDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.models import cpu_name
@@ -37,6 +37,7 @@ from treegraft_lab.profile_cache import cache_dir, digest, folder_fingerprint
 from treegraft_lab.tree import SMALL, DraftTree
 
 TARGET_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
+LONG_SIZES = (1, 16, 32, 64, 128)  # the target curve at CONTEXT_LONG: what a tree token costs after a long prompt
 MID_SIZES = (1, 10, 25, 50, 100, 200, 400)
 
 
@@ -193,19 +194,28 @@ def small_step_ms(tokenizer=None, context: int = 2000, width: int = 10, repeats:
     return 1000 * statistics.median(timed(step, base.copy())[1] for _ in range(repeats))
 
 
+def long_context(model) -> int:
+    """The long context a model's profile is measured at: CONTEXT_LONG, 0 for a model whose positions
+    stop before it (the tests' tiny models)."""
+    limit = getattr(getattr(model, "config", None), "max_position_embeddings", 0) or 0
+    return CONTEXT_LONG if limit >= CONTEXT_LONG + max(LONG_SIZES) else 0
+
+
 def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
     """Measure this device's profile for `pair` (target curve, mid curve if it has a mid, n-gram step):
     each size timed `repeats` times by `forward_times`; the profile keeps the medians, n, the
     spread of the repeats (`rel_spread`, median over the sizes of at least JUDGED_MS; None unless
     most forwards are that long: tiny models are timed, not judged) and the date. Not checked: see `measure_checked`."""
     mid = getattr(pair, "mid", None)
+    long = long_context(pair.target)
     jobs = [("target", n) for n in TARGET_SIZES] + ([("mid", n) for n in MID_SIZES] if mid is not None else [])
-    curves: dict[str, dict[int, float]] = {"target": {}, "mid": {}}
+    jobs += [("target_long", n) for n in LONG_SIZES] if long else []
+    curves: dict[str, dict[int, float]] = {"target": {}, "mid": {}, "target_long": {}}
     spreads = []
     bar = tqdm(jobs, desc="measuring the device profile", disable=not progress, leave=False)
     with torch.inference_mode():
         for kind, n in bar:
-            times = forward_times(pair.target if kind == "target" else mid, n, CONTEXT, repeats)
+            times = forward_times(mid if kind == "mid" else pair.target, n, long if kind == "target_long" else CONTEXT, repeats)
             curves[kind][n] = statistics.median(times)
             if curves[kind][n] >= JUDGED_MS:  # shorter forwards: the OS scheduler's slices, not the device
                 spreads.append(rel_spread(times))
@@ -219,7 +229,8 @@ def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
     when = time.strftime("%Y-%m-%d %H:%M")
     return DeviceProfile(f"{getattr(pair, 'name', 'pair')}@{key['device']}-{digest(key)[:6]}", curves["target"],
                          curves["mid"], small, words, f"measured {when}", CONTEXT, key, n=repeats,
-                         spread=statistics.median(spreads) if 2 * len(spreads) >= len(jobs) else None, measured=when)
+                         spread=statistics.median(spreads) if 2 * len(spreads) >= len(jobs) else None, measured=when,
+                         target_long=curves["target_long"], context_long=long)
 
 
 # ---------------------------------------------------------------------------- sanity
@@ -305,7 +316,8 @@ def for_pair(pair, refresh: bool = False, progress: bool = True) -> DeviceProfil
     """This device's profile for `pair`: from the disk cache, else measured (`measure_checked`) and
     cached. A cached one measured without its n or spread, or failing `problems`, is measured again."""
     prof = None if refresh else cached(pair)
-    if prof is None or not prof.n or problems(prof, pair):  # none yet, broken, unchecked or insane, or asked again
+    stale = prof is not None and bool(long_context(pair.target)) and not prof.target_long  # measured before the long curve
+    if prof is None or not prof.n or stale or problems(prof, pair):  # none yet, broken, unchecked, insane or asked again
         prof = measure_checked(pair, progress=progress)
         prof.save(cached_path(pair))
     return prof

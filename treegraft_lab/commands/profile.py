@@ -85,6 +85,9 @@ def describe(prof) -> str:
     lines = [f"profile {prof.name}: {prof.device}", f"  {prof.source}" + (f" (n={prof.n} timings per size, spread "
              f"{spread}{checks})" if prof.n else ""), "  target forward (ms by tokens, "
              f"{prof.context} cached): " + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.target.items()))]
+    if prof.target_long:  # value pruning prices a tree token by the round's context, between the two curves
+        lines.append(f"  target forward ({prof.context_long} cached): "
+                     + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.target_long.items())))
     if prof.mid:
         lines.append("  mid-drafter call (ms by tokens forwarded): " + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.mid.items())))
     lines.append(f"  n-gram step: {prof.small_ms:.2f} ms")
