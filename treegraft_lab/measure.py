@@ -37,7 +37,7 @@ from treegraft_lab.profile_cache import cache_dir, digest, folder_fingerprint
 from treegraft_lab.tree import SMALL, DraftTree
 
 TARGET_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
-LONG_SIZES = (1, 16, 32, 64, 128)  # the target curve at CONTEXT_LONG: what a tree token costs after a long prompt
+LONG_SIZES = (1, 16, 64)  # the target curve at CONTEXT_LONG: what a tree token costs after a long prompt
 MID_SIZES = (1, 10, 25, 50, 100, 200, 400)
 
 
