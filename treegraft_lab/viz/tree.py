@@ -561,4 +561,7 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
                   "currentvalue": {"prefix": "showing: "},
                   "steps": [{"label": f.name, "method": "animate", "args": [[f.name], anim]} for f in frames]}],
     )
+    # 8 px under the plot at any height: a paper-relative offset would drop the slider out of a deep tree's figure
+    below = -8 / (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b)
+    fig.layout.updatemenus[0].y = fig.layout.sliders[0].y = below
     return fig
