@@ -48,7 +48,8 @@ CHECKS_JS = r"""
   const snake = /^[a-z][a-z0-9]*(_[a-z0-9]+)+$/;
   // a view names its pair, prompt (where it shows one prompt), settings and profile: "pair X · prompt “…” · ... · profile Y"
   const named = (el, prompt) => {
-    const t = (el.innerText || '') + ' ' + [...el.querySelectorAll('.gtitle, .g-gtitle')].map(e => e.textContent).join(' ');
+    const lines = e => [...e.querySelectorAll('tspan.line')].map(l => l.textContent).join(' ') || e.textContent;  // a wrapped title's lines
+    const t = (el.innerText || '') + ' ' + [...el.querySelectorAll('.gtitle, .g-gtitle')].map(lines).join(' ');
     const miss = [[/pair \S+/, 'pair'], [/profile \S/, 'profile']].concat(prompt ? [[/prompt “/, 'prompt']] : [])
       .filter(([re]) => !re.test(t)).map(([, w]) => w);
     const table = el.querySelector('table');

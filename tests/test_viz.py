@@ -304,3 +304,14 @@ def test_the_animation_controls_sit_a_fixed_8_px_under_the_plot_whatever_the_tre
         for control in (fig.layout.updatemenus[0], fig.layout.sliders[0]):
             assert -control.y * plot_h == pytest.approx(8.0)
         assert fig.layout.margin.b >= 8 + fig.layout.sliders[0].pad.t + 70  # the slider's row fits the margin
+
+
+def test_a_wrapped_caption_never_leaves_the_word_profile_apart_from_the_profiles_name():
+    from treegraft_lab.viz.tree import wrap_title
+
+    caption = ("pair smollm2-pocket · scheduler a100-paper-topk-lookup-ngram+recycling, top-k pruning, 1 prompt(s) · "
+               "profile NVIDIA A100 (the paper's setting, fp16) · derived from published costs")
+    for width in range(300, 1400, 7):
+        lines = wrap_title(caption, width).split("<br>")
+        assert not any(line.rstrip(" ·").endswith("profile") for line in lines), (width, lines)
+        assert " ".join(lines).replace("· ·", "·").split() == caption.split()  # nothing lost or added but breaks

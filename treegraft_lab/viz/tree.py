@@ -432,11 +432,13 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
 
 
 def wrap_title(title: str, width: int) -> str:
-    """`title` broken into lines (at " · " where it can, else at spaces) that fit `width` px."""
+    """`title` broken into lines (at " · " where it can, else at spaces) that fit `width` px; the word
+    "profile" stays on the line of the profile's name."""
     room = max(int((width - 24) / TITLE_CHAR_W), 20)
     lines: list[str] = []
     for i, part in enumerate(title.split(" · ")):
-        for j, word in enumerate(part.split(" ")):
+        for j, word in enumerate(part.replace("profile ", "profile\0", 1).split(" ")):
+            word = word.replace("\0", " ")
             sep = " · " if i and not j else " "
             if lines and len(lines[-1]) + len(sep) + len(word) <= room:
                 lines[-1] += sep + word
