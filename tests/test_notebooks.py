@@ -139,7 +139,7 @@ def executed_problems(name: str, nb) -> list[str]:
             for o in c.outputs if o.output_type == "error"]
     out += content_problems(nb)
     if name.startswith("08"):  # the adaptive scheduler's real decodes are in the smoke run's tables too
-        (paper,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "(paper, n = 480)" in c.source]
+        (paper,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "PAPER.MAIN" in c.source]
         html = next(o["data"]["text/html"] for o in paper.outputs if o.output_type == "execute_result")
         row = html[html.index("TreeGraft (adaptive)"):]
         row = row[:row.index("</tr>")]
@@ -155,7 +155,7 @@ def test_executed_problems_catch_an_error_a_cdn_script_and_an_empty_adaptive_row
     nb.cells.append(nbformat.v4.new_markdown_cell('<script src="https://cdn.example/plotly.js"></script>'))
     assert executed_problems("01_x.ipynb", nb) == ["a script is loaded from the internet", "cell 0: error output ValueError"]
     table = "<table><tr><td>TreeGraft (adaptive)</td><td>—</td><td>1.2x</td></tr></table>"
-    cell = nbformat.v4.new_code_cell("t  # (paper, n = 480)", metadata={"tags": ["headline"]})
+    cell = nbformat.v4.new_code_cell("t  # PAPER.MAIN", metadata={"tags": ["headline"]})
     cell.outputs = [nbformat.v4.new_output("execute_result", data={"text/html": table, "text/plain": "t"})]
     assert [p[:30] for p in executed_problems("08_x.ipynb", nbformat.v4.new_notebook(cells=[cell]))] == [
         "08: the adaptive row is not fi"]
@@ -192,7 +192,7 @@ def test_the_regime_notebook_at_full_size_tables_every_ratio_the_family_was_deco
     col = cells[0].index("family / better")  # the header row; body rows start with their ratio
     gain = regime.when_pays(pd.Series({float(r[0]): float(r[col].rstrip("x")) for r in cells if r and r[0][:1].isdigit()}))
     assert f"**Where WHEN pays.** {gain}" in notes and "the family scheduler beats" in gain
-    (paper,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "(paper, n = 480)" in c.source]
+    (paper,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "PAPER.MAIN" in c.source]
     html = next(o["data"]["text/html"] for o in paper.outputs if o.output_type == "execute_result")
     # the paper's columns hold its numbers; ours is a named extra column with its n, never in the paper's
     assert "ours, extra (n = 12)" in html and html.count("(paper, n = 480)") == 2 and html.count("1.49x") == 1
