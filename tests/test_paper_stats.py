@@ -87,7 +87,7 @@ def test_acceptance_length_equals_new_tokens_over_counted_target_forwards(growth
     from treegraft_lab.config import GROWTHS
 
     pair = tiny_pair(scale=4.0)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=16, clock="a100-paper", **GROWTHS[growth]))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=16, clock="a100-paper", small="ngram", **GROWTHS[growth]))
     forwards, tokens = [], 0
     pair.target.register_forward_hook(lambda *a: forwards.append(1))  # every target forward
     prompts = ([3, 5, 7, 9, 3, 5, 7], [1, 2, 3, 1, 2, 3, 1, 2])
