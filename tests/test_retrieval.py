@@ -12,6 +12,7 @@ from treegraft_lab.config import DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
+from treegraft_lab.presets import preset
 from treegraft_lab.retrieval import TEMPLATE, RecyclingDrafter, SuffixAutomaton, SuffixDrafter
 from treegraft_lab.schedule.rules import RulePolicy
 from treegraft_lab.tiny import tiny_pair
@@ -149,7 +150,7 @@ def test_the_recycling_and_suffix_peers_match_plain_greedy_decoding():
 
 def test_the_recorder_names_the_drafter_of_every_node():
     pair = tiny_pair("llama", vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", small="ngram+suffix"))
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", small="ngram+suffix"))
     with record(dec) as rec:
         dec.generate(PROMPTS[0], max_new_tokens=16)
     nodes = rec.to_run().tree

@@ -282,11 +282,12 @@ def test_the_growth_animation_folds_every_frame_alike(run_release):
 
 
 def test_the_reselected_share_from_steps_equals_the_one_from_nodes():
-    from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+    from treegraft_lab import TreeGraftDecoder, record
+    from treegraft_lab.presets import preset
     from treegraft_lab.tiny import tiny_pair
 
     pair = tiny_pair("llama", vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))  # the release's growth: chains, windows
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101"))  # the full growth: chains, windows
     with record(dec) as rec:
         dec.generate([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], max_new_tokens=24)
     run = rec.to_run()

@@ -370,17 +370,19 @@ def tiny_run(rounds: int = 3, schedule: str = "10101", budget: int = 63, seed: i
     """A recorded run of the tiny random models (`treegraft_lab.tiny`): the decoder's own rounds,
     decisions and trees in a second or two, for tests and for trying the views without the offline
     pair. The prompt is a repetitive random token sequence drawn from `seed` (so the n-gram
-    drafter finds matches); `config`: DecodeConfig overrides (growth, non_destructive, ...).
+    drafter finds matches); the "full" preset (full growth, the n-gram drafter: WHERE and HOW drawn
+    plainly) with `config` as DecodeConfig overrides (growth fields, small, non_destructive, ...).
     Priced on the a100-paper profile (nothing is measured); the first `rounds` rounds are kept."""
     import random
 
-    from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+    from treegraft_lab import TreeGraftDecoder, record
+    from treegraft_lab.presets import preset
     from treegraft_lab.tiny import tiny_pair
 
     rng = random.Random(seed)
     motif = [rng.randrange(64) for _ in range(6)]
     prompt = motif * 3 + [rng.randrange(64) for _ in range(4)]
-    cfg = DecodeConfig(schedule=schedule, budget=budget, **{"clock": "a100-paper", **config})
+    cfg = preset("full", schedule=schedule, budget=budget, **{"clock": "a100-paper", **config})
     dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), cfg)
     with record(dec) as rec:
         dec.generate(prompt, max_new_tokens=rounds * (cfg.depth + 1))
