@@ -217,7 +217,8 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
                 clock: str | DeviceProfile = "wall", growth: dict | None = None) -> tuple[Runner, dict]:
     """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget);
     `clock`: the resolved profile (or a name) the tree methods decide on. growth: DecodeConfig
-    overrides of the tree methods' growth rule (`config.GROWTHS`; default: release)."""
+    overrides of the tree methods' growth rule and small drafter (`presets.GROWTHS`, `small`; default:
+    the speed preset's); the cascade (csd) drafts its chain with the same small drafter."""
     from treegraft_lab.baselines import PEERS, CascadeDecoder
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
@@ -233,7 +234,7 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
             raise TreeGraftError("the pair has no mid drafter")
         return _hf_runner(pair, assistant=pair.mid), {}
     if method == "csd":
-        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock))
+        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock, **(growth or {})))
         return decoder_runner(dec), {"budget": dec.budget}
     if method in PEERS:
         dec = PEERS[method](pair, DecodeConfig(budget=budget, clock=clock, **(growth or {})))
