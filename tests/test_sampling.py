@@ -21,6 +21,7 @@ from scipy.stats import chisquare
 from treegraft_lab import decoder as decoder_module
 from treegraft_lab.config import GROWTHS, DecodeConfig
 from treegraft_lab.decoder import TreeGraftDecoder
+from treegraft_lab.presets import SPEED_GROWTH, SPEED_SMALL, preset
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.verify import accept_sampling, warp
 
@@ -59,8 +60,8 @@ def exact_distribution(model, n_tokens: int = 3, **warping) -> dict[tuple[int, .
 
 def sample_counts(pair, runs: int, **growth) -> dict[tuple[int, ...], int]:
     counts: dict[tuple[int, ...], int] = {}
-    dec = TreeGraftDecoder(pair, DecodeConfig(**{"schedule": "101", "temperature": 1.0, "depth": 3, "width": 3, "budget": 6,
-                                                 **growth}))
+    dec = TreeGraftDecoder(pair, preset("full", **{"schedule": "101", "temperature": 1.0, "depth": 3, "width": 3,
+                                                   "budget": 6, **growth}))  # the full growth, n-gram drafter unless `growth` says
     for seed in range(runs):
         dec.config.seed = seed
         s = tuple(dec.generate(PROMPT, max_new_tokens=3).token_ids)
@@ -89,13 +90,13 @@ def test_sampled_tokens_follow_the_target_distribution(pair):
 
 
 def test_sampled_tokens_follow_the_target_distribution_with_lookup_growth(pair):
-    # prompt lookup's chain (the prompt repeats 0 1 2 3) hangs under the root, deeper than D = 3
+    # prompt lookup's chain (the prompt repeats 0 1 2 3) hangs under the root, deeper than D = 3; the n-gram drafter
     assert p_value(pair, RUNS, **{**GROWTHS["lookup"], "budget": 12}) > 0.01
 
 
 def test_sampled_tokens_follow_the_target_distribution_with_the_speed_default_trees(pair):
-    # lookup growth and the command line's small drafter: recycled candidates where the n-gram match is short
-    assert p_value(pair, RUNS, **{**GROWTHS["lookup"], "small": "ngram+recycling", "budget": 12}) > 0.01
+    # the speed preset's growth and small drafter: recycled candidates where the n-gram match is short
+    assert p_value(pair, RUNS, **{**GROWTHS[SPEED_GROWTH], "small": SPEED_SMALL, "budget": 12}) > 0.01
 
 
 def test_a_broken_acceptance_rule_is_detected(pair, monkeypatch):
