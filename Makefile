@@ -3,7 +3,7 @@ PY := .venv/bin/python
 PIP := .venv/bin/pip
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup demo test lint results prompts clean-venv browser-deps screenshots bench-peers bench-peers-wall
+.PHONY: setup demo test lint results prompts clean-venv browser-deps screenshots bench-peers bench-peers-wall bench-speed
 
 setup: $(VENV_STAMP)
 
@@ -45,6 +45,16 @@ screenshots: setup browser-deps
 bench-peers: setup
 	CLOCK=a100-paper scripts/bench_peers.sh
 	.venv/bin/treegraft-lab report --peers a100-paper
+
+# The README's results table: the speed default beside the peers on this machine's wall clock, on the
+# validation and the eval prompts (about 35 min on 2 cores; run it on an otherwise idle machine), then the pages.
+bench-speed: setup
+	for split in validation eval; do \
+	  .venv/bin/treegraft-lab bench --pair smollm2-pocket --dtype float32 --prompts treegraft-suite --split $$split \
+	    --limit-per-category 2 --max-new-tokens 64 --budget 63 --growth lookup --prune value --repeats 3 \
+	    --methods ar,hf-pld,recycling,suffix,small,adaptive --out data/bench/smollm2-pocket-wall-$$split || exit 1; \
+	done
+	.venv/bin/treegraft-lab report
 
 bench-peers-wall: setup
 	CLOCK=wall scripts/bench_peers.sh

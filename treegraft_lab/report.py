@@ -102,34 +102,57 @@ def bench_a(folder: str, clock: str) -> pd.Series:
     return acc[(acc["clock"] == clock) & (acc["category"] == "overall")].set_index("method")["A"]
 
 
-def speed_default_wall() -> str:
-    """Every method on the wall clock with the speed default, overall and per category."""
+WALL_SPLITS = {"validation": "smollm2-pocket-wall-validation", "eval": "smollm2-pocket-wall-eval"}
+SPLIT_WORDS = {"validation": "the validation prompts (no tuning, training or default choice reads them)",
+               "eval": "the eval prompts"}
+
+
+def spread_cell(r) -> str:
+    """A speedup with the min–max of its per-repeat ratios, or "= <label>" where the method decoded
+    exactly as another (one computation: one number, under the other's row)."""
+    from treegraft_lab.bench import speedup_cell
+
+    same = getattr(r, "same_as", "")
+    if isinstance(same, str) and same:
+        return f"= {LABELS.get(same, same)} (same decisions)"
+    return speedup_cell(r)
+
+
+def speed_default_wall(split: str) -> str:
+    """Every method on the wall clock with the speed default on one split, overall and per category."""
     from treegraft_lab import specbench
 
-    folder = "smollm2-pocket-wall-peers"
+    folder = WALL_SPLITS[split]
     s = bench_summary(folder, "wall").loc["overall"]
     rec = pd.read_parquet(BENCH / folder / "records.parquet")
     a = {**bench_a(folder, "wall").to_dict(), "ar": 1.0}  # plain decoding: one token a forward
     means = specbench.speedup_table(specbench.records_per_question(rec)).set_index(["group", "method"])["speedup"]
     peers = ("ar", "hf-pld", "recycling", "suffix")  # no mid drafter
-    rows = [[LABELS[m], num(s.loc[m, "tokens_per_s"], ".1f"), x(s.loc[m, "speedup"]), x(means["overall", m]),
+    rows = [[LABELS[m], num(s.loc[m, "tokens_per_s"], ".1f"), spread_cell(s.loc[m].rename(m)), x(means["overall", m]),
              num(a[m]) if m in a else "not counted", "-" if m in peers else num(s.loc[m, "mid_calls_per_round"]),
              f"{100 * s.loc[m, 'match_rate']:.0f}%"] for m in dict.fromkeys(s.index)]
-    overall = table(["method", "tokens/s", "speedup over plain (mean of per-prompt ratios)",
+    overall = table(["method", "tokens/s", "speedup over plain (mean of per-prompt ratios; min–max over repeats)",
                      "Spec-Bench speedup (ratio of means)", "tokens / target forward (A, bonus included)",
                      "mid calls / round", "identical to plain"], rows)
-    return (f"### Every method, wall clock\n\n{bench_provenance(folder)}\n\n{overall}\n\nPer category (speedup over "
-            f"plain decoding, mean of per-prompt ratios):\n\n{per_category(folder, 'wall')}")
+    return (f"### Every method, wall clock, {SPLIT_WORDS[split]}\n\n{bench_provenance(folder)}\n\n{overall}\n\n"
+            f"Per category (speedup over plain decoding, mean of per-prompt ratios):\n\n{per_category(folder, 'wall')}")
 
 
 def per_category(folder: str, clock: str) -> str:
-    """Speedup per category for every method of a bench, and all-small over HF prompt lookup."""
-    sp = bench_summary(folder, clock)["speedup"]
-    methods = [m for m in dict.fromkeys(sp.index.get_level_values("method")) if m != "ar"]
-    ratio = "small" in methods and "hf-pld" in methods
-    rows = [[c, *(x(sp[c, m]) for m in methods), *([f"{sp[c, 'small'] / sp[c, 'hf-pld']:.2f}"] if ratio else [])]
-            for c in (*CATEGORIES, "overall")]
-    return table(["category", *methods, *(["small / hf-pld"] if ratio else [])], rows)
+    """Speedup per category for every method of a bench (one column for methods that decoded
+    identically), and all-small over the better of HF prompt lookup and suffix decoding."""
+    summ = bench_summary(folder, clock)
+    sp = summ["speedup"]
+    same = summ["same_as"] if "same_as" in summ.columns else pd.Series("", index=summ.index)
+    methods = [m for m in dict.fromkeys(sp.index.get_level_values("method"))
+               if m != "ar" and not (isinstance(same.get(("overall", m)), str) and same.get(("overall", m)))]
+    peers = [m for m in ("hf-pld", "suffix") if m in methods]
+    ratio = "small" in methods and peers
+    cats = [c for c in dict.fromkeys(sp.index.get_level_values("category")) if c != "overall"]
+    rows = [[c, *(x(sp[c, m]) for m in methods),
+             *([f"{sp[c, 'small'] / max(sp[c, p] for p in peers):.2f}"] if ratio else [])]
+            for c in (*sorted(cats), "overall")]
+    return table(["category", *methods, *([f"small / best of {', '.join(peers)}"] if ratio else [])], rows)
 
 
 def speed_default_modelled() -> str:
@@ -425,7 +448,7 @@ target forwards, bonus included. Why each setting is what it is: [performance.md
 def sections() -> list[Callable[[], str]]:
     """The page's sections, in order."""
     return [lambda: "## The speed default: lookup growth, n-gram + recycling small drafter",
-            speed_default_wall, speed_default_modelled, peers_modelled, small_drafters_section, regime_section,
+            lambda: speed_default_wall("validation"), lambda: speed_default_wall("eval"), speed_default_modelled, peers_modelled, small_drafters_section, regime_section,
             lambda: "## Tree growth", growth_section, lookup_growth_section,
             lambda: "## The paper's tables", paper_tables, full_growth_wall, specbench_section,
             forward_cost_section, schedulers_section, mid_drafter_section,
@@ -442,16 +465,23 @@ def render() -> str:
 
 
 def readme_table() -> str:
-    """The README's one results table: the speed default on this CPU's wall clock and modelled on a100-paper."""
-    wall, modelled = "smollm2-pocket-wall-peers", "smollm2-pocket-a100-lookup"
-    w = bench_summary(wall, "wall").loc["overall"]
+    """The README's one results table: the speed default on this CPU's wall clock, on the validation
+    and the eval prompts (each speedup with the min–max of its per-repeat ratios), and modelled on a100-paper."""
+    val, ev, modelled = WALL_SPLITS["validation"], WALL_SPLITS["eval"], "smollm2-pocket-a100-lookup"
+    v, e = bench_summary(val, "wall").loc["overall"], bench_summary(ev, "wall").loc["overall"]
     mo = bench_summary(modelled, "a100-paper").loc["overall"]
-    rows = [[LABELS[m], num(w.loc[m, "tokens_per_s"], ".1f"), x(w.loc[m, "speedup"]),
-             x(mo.loc[m, "speedup"]) if m in mo.index else "not run"] for m in dict.fromkeys(w.index)]
-    mw, mm = bench_meta(wall), bench_meta(modelled)
+
+    def cell(s: pd.DataFrame, m: str) -> str:
+        return spread_cell(s.loc[m].rename(m)) if m in s.index else "not run"
+
+    rows = [[LABELS[m], num(v.loc[m, "tokens_per_s"], ".1f"), cell(v, m), cell(e, m),
+             x(mo.loc[m, "speedup"]) if m in mo.index else "not run"] for m in dict.fromkeys(v.index)]
+    mv, me, mm = bench_meta(val), bench_meta(ev), bench_meta(modelled)
     return "\n".join([
-        table(["method", "tokens/s, wall", "speedup, wall", "speedup, modelled on `a100-paper`"], rows), "",
-        f"Wall: `{mw['settings']['command']}` on {bench_machine(mw)}, {mw['finished'][:10]}.",
+        table(["method", "tokens/s, wall, validation", "speedup, wall, validation", "speedup, wall, eval",
+               "speedup, modelled on `a100-paper`, eval"], rows), "",
+        f"Validation: `{mv['settings']['command']}` on {bench_machine(mv)}, {mv['finished'][:10]}.",
+        f"Eval: `{me['settings']['command']}` on {bench_machine(me)}, {me['finished'][:10]}.",
         f"Modelled: `{mm['settings']['command']}` on {bench_machine(mm)}, {mm['finished'][:10]}."])
 
 
