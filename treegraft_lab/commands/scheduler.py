@@ -120,8 +120,8 @@ def compare(args: argparse.Namespace) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, dtype=args.dtype)
-    here = measure.for_pair(pair)
-    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget, prune=args.prune, clock=here)) for s in scheds}
+    here = measure.resolve("wall", pair)  # resolved once, handed to every decoder
+    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget, prune=args.prune), profile=here) for s in scheds}
     rows = []
     for i, p in list(enumerate(prompts))[k::n]:
         for s in scheds[i % len(scheds):] + scheds[: i % len(scheds)]:
