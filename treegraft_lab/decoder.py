@@ -10,9 +10,9 @@ Costs come from one `DeviceProfile` (costs.py), handed to the decoder: `TreeGraf
 config, profile=measure.resolve(config.clock, pair))`, resolved once by the caller (`config.clock`
 only names it: "wall" for this device's profile, a profile name or a JSON file). Handed none, the
 decoder reads the profile its clock names (`measure.read_only`: a named file, or "wall" from the
-cache `measure.for_pair` left); it never measures. Every decision that weighs time (WHEN, value pruning, budget="auto", the oracle) reads the profile,
-never a live timing; each round is also priced from its exact sizes (`RoundInfo.modelled_ms`),
-reported beside the wall clock.
+cache `measure.for_pair` left); it never measures. Every decision that weighs time (WHEN, value
+pruning, budget="auto", the oracle) reads the profile, never a live timing; each round is also
+priced from its exact sizes (`RoundInfo.modelled_ms`), reported beside the wall clock.
 
 Drafting is a strategy (`Drafter`): `run_round` asks `dec.drafter.draft(dec, policy)` for the
 round's tree (a `Draft`) and verifies it. TreeGraft's own is `GraftDrafter`; the baselines and a
