@@ -11,8 +11,10 @@ round the schedule, accepted tokens, kept and live nodes and the modelled ms.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
+from dataclasses import replace
 
 from treegraft_lab import DecodeConfig, TreeGraftDecoder, load_pair
 
@@ -30,15 +32,20 @@ RUNS = [(p, s, c, "topk") for p in ("tiny", "pocket") for s in ("small", "10101"
 RUNS += [("pocket", "adaptive", "a100-paper", "topk"), ("pocket32", "adaptive", "wall", "value")]  # CPU scheduler: float32
 
 
-def snapshot(pair, prompt, schedule: str, clock: str, prune: str) -> dict:
-    try:  # resolve the clock here, at the edge, where the package can
+def decoder(pair, schedule: str, clock: str, prune: str) -> TreeGraftDecoder:
+    """The decoder of one run, its profile resolved here, at the edge, as this version of the code takes it."""
+    try:
         from treegraft_lab.measure import resolve
-
-        clock = resolve(clock, pair)
-    except ImportError:  # an older layout: the decoder resolved (and measured) it
-        pass
+    except ImportError:  # an older layout: the decoder resolved (and measured) the clock itself
+        return TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, clock=clock, prune=prune, seed=0))
     cfg = DecodeConfig(schedule=schedule, clock=clock, prune=prune, seed=0)
-    gen = TreeGraftDecoder(pair, cfg).generate(prompt, max_new_tokens=TOKENS)
+    if "profile" in inspect.signature(TreeGraftDecoder).parameters:
+        return TreeGraftDecoder(pair, cfg, profile=resolve(clock, pair))
+    return TreeGraftDecoder(pair, replace(cfg, clock=resolve(clock, pair)))  # an older layout: the profile in the config
+
+
+def snapshot(pair, prompt, schedule: str, clock: str, prune: str) -> dict:
+    gen = decoder(pair, schedule, clock, prune).generate(prompt, max_new_tokens=TOKENS)
     return {"tokens": gen.token_ids, "modelled_ms": round(gen.stats["modelled_ms"], 6),
             "rounds": [{"schedule": r.schedule, "accepted": r.accepted, "kept": r.kept, "nodes": r.nodes,
                         "modelled_ms": round(r.modelled_ms, 6)} for r in gen.rounds]}

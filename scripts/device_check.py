@@ -254,7 +254,7 @@ def step_cache(dev: torch.device) -> dict:
     for arch in ARCHS:
         pair = load(arch, dev)
         ids = prompt_ids(pair, 60)
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=clock(dev, pair)))
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"), profile=clock(dev, pair))
         print(arch, "clocks", json.dumps(clocks([dec.generate(ids, max_new_tokens=20)])))
         for label, cache, model, n in (("target", dec.target.cache, pair.target, dec.target.cached),
                                        ("mid", dec.mid.cache, pair.mid, dec.mid.cached)):
@@ -300,7 +300,7 @@ def step_greedy(dev: torch.device) -> dict:
             for schedule in ("small", "mid", "10101", "oracle"):
                 match, gaps, gens = 0, [], []
                 for p, ref in zip(prompts, refs):
-                    gens.append(TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, clock=prof)).generate(p, max_new_tokens=new))
+                    gens.append(TreeGraftDecoder(pair, DecodeConfig(schedule=schedule), profile=prof).generate(p, max_new_tokens=new))
                     ours = gens[-1].token_ids
                     if ours == ref:
                         match += 1
@@ -327,8 +327,8 @@ def step_sampling(dev: torch.device) -> dict:
         ids = prompt_ids(pair, 50)
         runs, new, prof = {}, 24 if dev.type == "cuda" else 12, clock(dev, pair)
         for seed in (0, 0, 1):
-            cfg = DecodeConfig(schedule="10101", temperature=1.0, top_p=0.95, seed=seed, clock=prof)
-            runs.setdefault(seed, []).append(TreeGraftDecoder(pair, cfg).generate(ids, max_new_tokens=new).token_ids)
+            cfg = DecodeConfig(schedule="10101", temperature=1.0, top_p=0.95, seed=seed)
+            runs.setdefault(seed, []).append(TreeGraftDecoder(pair, cfg, profile=prof).generate(ids, max_new_tokens=new).token_ids)
         vocab = pair.target.config.vocab_size
         same = runs[0][0] == runs[0][1]
         out[arch] = {"seed0": runs[0][0], "seed1": runs[1][0], "same_seed_same_tokens": same}
@@ -356,7 +356,7 @@ def step_pocket(dev: torch.device) -> dict:
     pair.mid = drafter
     ids = prompt_ids(pair, 50)
     ref = _greedy(pair, ids, 24)
-    gen = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=clock(dev, pair))).generate(ids, max_new_tokens=24)
+    gen = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"), profile=clock(dev, pair)).generate(ids, max_new_tokens=24)
     ours = gen.token_ids
     out = {"devices": where, "matches_greedy": ours == ref, **clocks([gen])}
     print(json.dumps(out))
@@ -386,7 +386,7 @@ def step_hf(dev: torch.device) -> dict:
 
 def step_costs(dev: torch.device) -> dict:
     """This device's profile of the tiny Llama pair (`measure.measure`, every forward synchronised),
-    and a decode that reads it (`clock=` the measured profile, value pruning)."""
+    and a decode that reads it (`profile=` the measured profile, value pruning)."""
     from treegraft_lab import measure
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
@@ -394,7 +394,7 @@ def step_costs(dev: torch.device) -> dict:
     pair = load("llama", dev)
     prof = measure.measure(pair, progress=False, repeats=1 if dev.type == "cpu" else 3)
     ids = prompt_ids(pair, 50)
-    gen = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=prof, prune="value")).generate(ids, max_new_tokens=12)
+    gen = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", prune="value"), profile=prof).generate(ids, max_new_tokens=12)
     out = {"name": prof.name, "target_ms_1": prof.target_ms(1), "target_ms_64": prof.target_ms(64),
            "mid_ms_1": prof.mid_ms(1), "modelled_on": gen.stats["modelled_on"],
            "matches_greedy": gen.token_ids == _greedy(pair, ids, 12)}
@@ -613,12 +613,12 @@ def step_speed(dev: torch.device, out_dir: Path) -> dict:
                 "tokens_per_round": round(made / len(calls), 2), "note": "first round holds the prompt"}
 
     def tree(p, schedule: str) -> dict:
-        cfg = DecodeConfig(schedule=schedule, clock=prof)
+        cfg = DecodeConfig(schedule=schedule)
         if cuda:
-            TreeGraftDecoder(p, cfg).generate(ids, max_new_tokens=4)  # warm-up
-        gen = TreeGraftDecoder(p, cfg).generate(ids, max_new_tokens=new)
+            TreeGraftDecoder(p, cfg, profile=prof).generate(ids, max_new_tokens=4)  # warm-up
+        gen = TreeGraftDecoder(p, cfg, profile=prof).generate(ids, max_new_tokens=new)
         with HostReads(dev) as reads:  # counted apart: counting slows the host
-            counted = TreeGraftDecoder(p, cfg).generate(ids, max_new_tokens=new)
+            counted = TreeGraftDecoder(p, cfg, profile=prof).generate(ids, max_new_tokens=new)
         return {**per_round([gen], reads.count / len(counted.rounds)), "wall_ms": round(1000 * gen.stats["wall_s"], 1),
                 "modelled_ms": round(gen.stats["modelled_ms"], 1)}
 

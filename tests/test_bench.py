@@ -156,7 +156,7 @@ def test_a_decoder_with_auto_budget_takes_the_budget_its_device_profile_implies(
     got = {}
     for schedule, mid_ms in (("10101", 0.1), ("10101", 400.0), ("small", 400.0)):
         prof = DeviceProfile("toy", curve, {1: mid_ms, 500: mid_ms}, small_ms=0.5)
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, budget="auto", clock=prof, extra={"acceptance": acc}))
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, budget="auto", extra={"acceptance": acc}), profile=prof)
         calls = schedule.count("1")
         got[schedule, mid_ms] = dec.budget
         assert dec.budget == by_hand_budget(curve, calls * mid_ms + (5 - calls) * 0.5, acc), (schedule, mid_ms)
@@ -351,7 +351,7 @@ def test_the_decisions_digest_reads_the_kept_tree_not_only_tokens_schedule_and_a
     from treegraft_lab.decoder import TreeGraftDecoder
 
     ids = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
-    wide, narrow = (bench.decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=b)))(ids, 12)
+    wide, narrow = (bench.decoder_runner(TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=b, clock="a100-paper")))(ids, 12)
                     for b in (12, 8))
     same = ("token_ids", "rounds", "accepted", "mid_calls")
     assert [wide[k] for k in same] == [narrow[k] for k in same]  # the same tokens, rounds and acceptance ...

@@ -148,11 +148,11 @@ def test_decisions_do_not_follow_the_load_of_the_machine(cache):
     prof = costs.DeviceProfile("toy", {1: 20.0, 64: 40.0, 128: 80.0}, {1: 5.0, 500: 30.0}, 0.5)
     folder = cache.parent / "art"
     make_artifact(folder, pair="tiny-llama", profile_class="toy", prune="value")
-    cfg = preset("full", schedule="adaptive", prune="value", clock=prof, scheduler_path=str(folder))
-    calm_dec = TreeGraftDecoder(pair, cfg)
+    cfg = preset("full", schedule="adaptive", prune="value", scheduler_path=str(folder))
+    calm_dec = TreeGraftDecoder(pair, cfg, profile=prof)
     _decisions(calm_dec)  # warm-up: the first decode's one-off costs would otherwise hide the sleeps
     calm, calm_rounds = _decisions(calm_dec)
-    slow = TreeGraftDecoder(pair, cfg)
+    slow = TreeGraftDecoder(pair, cfg, profile=prof)
     sleeps = []
 
     def sleepy(*_):
@@ -176,8 +176,10 @@ def test_a_scheduler_for_another_profile_or_pruning_is_refused(tmp_path):
     make_artifact(tmp_path, pair="tiny-llama", profile_class="a100-paper", prune="topk")
     cfg = {"schedule": "adaptive", "scheduler_path": str(tmp_path)}
     TreeGraftDecoder(noisy_pair(), preset("full", clock="a100-paper", **cfg))  # the matching one loads
+    pair = noisy_pair()
+    here = measure.resolve("wall", pair)  # this CPU's profile, class cpu-float32
     with pytest.raises(TreeGraftError, match="trained for profile 'a100-paper', not 'cpu-float32'"):
-        TreeGraftDecoder(noisy_pair(), preset("full", **cfg))
+        TreeGraftDecoder(pair, preset("full", **cfg), profile=here)
     with pytest.raises(TreeGraftError, match="trained for prune 'topk', not 'value'"):
         TreeGraftDecoder(noisy_pair(), preset("full", clock="a100-paper", prune="value", **cfg))
 
@@ -337,7 +339,7 @@ def test_the_decoder_prices_its_trees_after_the_context_it_has_committed():
     flat = costs.DeviceProfile("t", cheap, {1: 1.0, 400: 2.0}, 0.1)
     kept = {}
     for name, prof in (("dear", dear), ("flat", flat)):
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", prune="value", clock=prof))
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", prune="value"), profile=prof)
         gen = dec.generate(prompt, max_new_tokens=12)
         assert gen.token_ids == hf_greedy(pair.target, prompt, 12)
         kept[name] = [r.kept for r in gen.rounds]

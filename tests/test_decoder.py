@@ -17,6 +17,7 @@ from treegraft_lab.rounds import Draft
 from treegraft_lab.tiny import noisy_pair, tiny_pair
 from treegraft_lab.tree import MID, SMALL, DraftTree
 
+CLOCK = "a100-paper"  # the costs decisions read: a named profile, the same on any machine
 PROMPTS = [
     [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7],  # repetitive: the n-gram drafter finds matches
     [1, 2, 3, 4, 10, 11, 12, 13, 14, 40, 41, 3, 4, 10],
@@ -55,9 +56,9 @@ def test_every_schedule_matches_plain_greedy_decoding(arch, path):
         assert ref == stock_ref
         assert autoregressive(pair, ids, max_new_tokens=24).token_ids == ref
         for s in SETTINGS:
-            g = TreeGraftDecoder(pair, DecodeConfig(**s)).generate(ids, max_new_tokens=24)
+            g = TreeGraftDecoder(pair, DecodeConfig(**s, clock=CLOCK)).generate(ids, max_new_tokens=24)
             assert g.token_ids == ref, (s, ids)
-        assert CascadeDecoder(pair, DecodeConfig()).generate(ids, max_new_tokens=24).token_ids == ref
+        assert CascadeDecoder(pair, DecodeConfig(clock=CLOCK)).generate(ids, max_new_tokens=24).token_ids == ref
 
 
 @pytest.mark.parametrize("expansion", ["per_parent", "global"])
@@ -65,7 +66,7 @@ def test_target_acting_as_its_own_drafter_accepts_every_draft_token(expansion):
     pair = tiny_pair("llama", vocab=64, scale=4.0)
     pair.mid = pair.target
     # lookback=None: with W = 1 the release's depth window would reselect the root at every step
-    cfg = DecodeConfig(schedule="mid", depth=4, width=1, expansion=expansion, lookback=None)
+    cfg = DecodeConfig(clock=CLOCK, schedule="mid", depth=4, width=1, expansion=expansion, lookback=None)
     g = TreeGraftDecoder(pair, cfg).generate(PROMPTS[2], max_new_tokens=20)
     assert g.token_ids == hf_greedy(pair.target, PROMPTS[2], 20)
     assert g.stats["accepted_per_round"] == 4.0
@@ -124,7 +125,7 @@ def test_agreeing_mid_drafters_stay_lossless_on_deep_mid_drafted_paths(small, gr
 
 def test_kv_caches_hold_exactly_the_committed_context():
     pair = tiny_pair("llama", vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=8))
+    dec = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule="10101", budget=8))
     dec.generate(PROMPTS[0], max_new_tokens=17)
     ids = dec.ids
     fresh = kv.new_cache(pair.target)
@@ -155,7 +156,7 @@ def test_the_prompt_rides_in_the_first_tree_forward(monkeypatch, fuse):
     sizes = []
     hook = pair.target.register_forward_pre_hook(lambda m, a, kw: sizes.append(kw["input_ids"].shape[1]), with_kwargs=True)
     try:
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget=8))
+        dec = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule="small", budget=8))
         g = dec.generate(ids, max_new_tokens=20)
     finally:
         hook.remove()
@@ -186,7 +187,7 @@ class AlwaysMid:
 def test_a_policy_calls_the_mid_drafter_from_the_second_round_on(schedule, first_ok, first):
     pair = tiny_pair("llama", vocab=64, scale=4.0)
     ref = hf_greedy(pair.target, PROMPTS[1], 16)
-    cfg = DecodeConfig(schedule=schedule, budget=8, mid_in_first_round=first_ok)
+    cfg = DecodeConfig(clock=CLOCK, schedule=schedule, budget=8, mid_in_first_round=first_ok)
     g = TreeGraftDecoder(pair, cfg).generate(PROMPTS[1], max_new_tokens=16)
     assert g.token_ids == ref
     assert [r.schedule for r in g.rounds[:2]] == [first, "11111"]
@@ -197,14 +198,14 @@ def test_generation_stops_at_eos_and_drops_tokens_after_it():
     ref = hf_greedy(pair.target, PROMPTS[0], 24)
     eos = ref[5]
     pair.target.generation_config.eos_token_id = eos
-    g = TreeGraftDecoder(pair, DecodeConfig(schedule="mid")).generate(PROMPTS[0], max_new_tokens=24)
+    g = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule="mid")).generate(PROMPTS[0], max_new_tokens=24)
     assert g.token_ids == ref[: ref.index(eos) + 1]
 
 
 def test_replayed_rounds_leave_no_trace():
     pair = tiny_pair("llama", vocab=64, scale=4.0)
     ref = hf_greedy(pair.target, PROMPTS[1], 16)
-    g = TreeGraftDecoder(pair, DecodeConfig(schedule="oracle", depth=3, budget=6)).generate(PROMPTS[1], max_new_tokens=16)
+    g = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule="oracle", depth=3, budget=6)).generate(PROMPTS[1], max_new_tokens=16)
     assert g.token_ids == ref
 
 
@@ -227,7 +228,7 @@ def test_bad_config_gets_a_clear_error(kwargs, words):
 
 def test_bad_prompts_get_a_clear_error_and_change_nothing():
     pair = tiny_pair("llama", vocab=64, window=64)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))
+    dec = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule="10101"))
     with pytest.raises(TreeGraftError, match="empty"):
         dec.generate([], max_new_tokens=4)
     with pytest.raises(TreeGraftError, match="context window"):
@@ -243,8 +244,8 @@ def test_a_mid_schedule_without_a_mid_model_is_refused():
     pair = tiny_pair("llama")
     pair.mid = None
     with pytest.raises(TreeGraftError, match="mid drafter"):
-        TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))
-    TreeGraftDecoder(pair, DecodeConfig(schedule="small")).generate([1, 2, 3], max_new_tokens=3)
+        TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule="10101"))
+    TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule="small")).generate([1, 2, 3], max_new_tokens=3)
 
 
 class _CallAfter:
@@ -263,11 +264,11 @@ def test_a_policy_that_may_skip_the_mid_drafter_prefills_it_only_when_it_first_c
     pair = tiny_pair("llama", vocab=64, scale=4.0)
     ids = PROMPTS[1]
     ref = hf_greedy(pair.target, ids, 20)
-    never = TreeGraftDecoder(pair, DecodeConfig(schedule=_CallAfter(10**9)))
+    never = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule=_CallAfter(10**9)))
     assert never.generate(ids, max_new_tokens=20).token_ids == ref
     assert never.mid.cached == 0 and kv.cache_len(never.mid.cache) == 0  # never called: never forwarded
     assert never.mid.pending == never.ids[:-1]
-    late = TreeGraftDecoder(pair, DecodeConfig(schedule=_CallAfter(len(ids) + 6)))
+    late = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule=_CallAfter(len(ids) + 6)))
     g = late.generate(ids, max_new_tokens=20)
     assert g.token_ids == ref and sum(r.mid_calls for r in g.rounds) > 0
     mid = late.mid
@@ -347,7 +348,7 @@ def test_an_oracle_round_commits_the_best_of_its_replayed_schedules(monkeypatch,
     monkeypatch.setattr(decoder_module, "replay_all", spy)
     prof = costs.DeviceProfile(costs_of, **ORACLE_PROFILES[costs_of])
     pair = noisy_pair()
-    g = TreeGraftDecoder(pair, DecodeConfig(schedule="oracle", clock=prof)).generate(PROMPTS[2], max_new_tokens=24)
+    g = TreeGraftDecoder(pair, DecodeConfig(schedule="oracle"), profile=prof).generate(PROMPTS[2], max_new_tokens=24)
     assert g.token_ids == hf_greedy(pair.target, PROMPTS[2], 24)
     assert len(replays) == len(g.rounds)
     tokens = ms = 0.0
@@ -390,9 +391,9 @@ def test_a_users_drafter_decodes_losslessly_and_its_nodes_are_recorded(where):
     ref = hf_greedy(pair.target, ids, 24)
     drafter = AnswerChain(ids, ref)
     if where == "class":
-        dec = type("ChainDecoder", (TreeGraftDecoder,), {"drafter": drafter})(pair, DecodeConfig(schedule="small"))
+        dec = type("ChainDecoder", (TreeGraftDecoder,), {"drafter": drafter})(pair, DecodeConfig(clock=CLOCK, schedule="small"))
     else:
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small"))
+        dec = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK, schedule="small"))
         dec.drafter = drafter
     with record(dec) as rec:
         gen = dec.generate(ids, max_new_tokens=24)

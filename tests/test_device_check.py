@@ -60,7 +60,7 @@ def test_the_wall_clock_is_printed_beside_the_modelled_one(dc):
     from treegraft_lab.decoder import TreeGraftDecoder
 
     pair = tiny_pair("llama", scale=4.0)
-    gen = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=costs.load("a100-paper"))).generate(
+    gen = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"), profile=costs.load("a100-paper")).generate(
         [5, 6, 7, 5, 6, 7, 5], max_new_tokens=6)
     line = dc.clocks([gen, gen])
     assert line["modelled_on"] == "a100-paper"

@@ -24,7 +24,7 @@ CONTEXT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6]
 
 
 def started(**cfg) -> TreeGraftDecoder:
-    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", **{"schedule": "small", **cfg}))
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", **{"schedule": "small", "clock": "a100-paper", **cfg}))
     dec.start(CONTEXT)
     return dec
 
@@ -177,7 +177,7 @@ def test_the_drafting_cap_keeps_the_best_proposals():
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_release_trees_grow_far_past_the_budget_and_prune_to_it(arch):
     pair = tiny_pair(arch, vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, preset("full", schedule="10101"))
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", clock="a100-paper"))
     with record(dec) as rec:
         dec.generate(CONTEXT, max_new_tokens=6)
     f = rec.to_frame()

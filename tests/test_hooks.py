@@ -12,6 +12,7 @@ from treegraft_lab.hooks import HOOK_POINTS, load_run, record
 from treegraft_lab.tiny import tiny_pair
 
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
+CLOCK = "a100-paper"  # the costs decisions read: a named profile, the same on any machine
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def pair():
 
 
 def test_hooks_fire_in_order_and_detach_after_the_block(pair):
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", depth=5))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", depth=5, clock=CLOCK))
     seen = []
     with dec.hooks([(name, lambda ev: seen.append((ev.name, ev.step))) for name in HOOK_POINTS]):
         dec.generate(PROMPT, max_new_tokens=4)
@@ -38,18 +39,18 @@ def test_without_hooks_no_event_is_even_built(pair, monkeypatch):
         raise AssertionError("an event was built with no hook attached")
 
     monkeypatch.setattr("treegraft_lab.decoder.HookEvent", boom)
-    TreeGraftDecoder(pair, DecodeConfig(schedule="10101")).generate(PROMPT, max_new_tokens=6)
+    TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=CLOCK)).generate(PROMPT, max_new_tokens=6)
 
 
 def test_an_unknown_hook_point_is_refused_with_the_list(pair):
-    dec = TreeGraftDecoder(pair, DecodeConfig())
+    dec = TreeGraftDecoder(pair, DecodeConfig(clock=CLOCK))
     with pytest.raises(TreeGraftError, match="step.expand"):
         with dec.hooks({"step.grow": print}):
             pass
 
 
 def test_a_recorded_run_round_trips_through_parquet(pair, tmp_path):
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=10))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=10, clock=CLOCK))
     with record(dec) as rec:
         g = dec.generate(PROMPT, max_new_tokens=12)
     frames = rec.to_frame()
@@ -69,13 +70,28 @@ def test_a_recorded_run_round_trips_through_parquet(pair, tmp_path):
     assert len(run.tree_at(1)) > 0
 
 
+def test_a_recorded_run_names_the_profile_its_decoder_priced_with(pair):
+    """The config a run records carries, as its clock, the name of the profile handed to the decoder
+    (here a scaled one), as its rounds' `modelled_on` does, not only the name the config gave."""
+    import json
+
+    from treegraft_lab import costs
+
+    scaled = costs.load(CLOCK).scaled(mid=0.5)
+    with record(TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=CLOCK), profile=scaled)) as rec:
+        rec.decoder.generate(PROMPT, max_new_tokens=4)
+    run = rec.to_run()
+    assert json.loads(run.runs["config"][0])["clock"] == scaled.name != CLOCK
+    assert set(run.rounds["modelled_on"]) == {scaled.name}
+
+
 def test_loading_something_that_is_not_a_run_says_so(tmp_path):
     with pytest.raises(TreeGraftError, match="not a saved run"):
         load_run(tmp_path)
 
 
 def test_value_pruning_records_each_nodes_acceptance_chance(pair):
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", prune="value"))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", prune="value", clock=CLOCK))
     with record(dec) as rec:
         dec.generate(PROMPT, max_new_tokens=12)
     tree = rec.to_frame()["tree"]
@@ -84,6 +100,6 @@ def test_value_pruning_records_each_nodes_acceptance_chance(pair):
     assert live.accept_chance.between(0.0, 1.0).all() and live.accept_chance.notna().all()
     parent = tree.set_index(["round", "node"]).accept_chance
     assert (live.accept_chance.values <= parent.loc[list(zip(live["round"], live.parent))].values + 1e-12).all()
-    with record(TreeGraftDecoder(pair, DecodeConfig(schedule="10101"))) as rec2:
+    with record(TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=CLOCK))) as rec2:
         rec2.decoder.generate(PROMPT, max_new_tokens=4)
     assert rec2.to_frame()["tree"].accept_chance.isna().all()  # prune="topk" has no chances

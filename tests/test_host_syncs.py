@@ -93,7 +93,7 @@ def host_reads(monkeypatch):
                                                  ("10101", "global"), ("small", "per_parent")])
 def test_a_greedy_round_reads_the_host_once_plus_once_per_mid_forward(host_reads, schedule, expansion):
     pair = tiny_pair("llama", vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, DecodeConfig(small="ngram", schedule=schedule, expansion=expansion, clock=load("a100-paper")))
+    dec = TreeGraftDecoder(pair, DecodeConfig(small="ngram", schedule=schedule, expansion=expansion), profile=load("a100-paper"))
     forwards = []
     with dec.hooks({"step.expand": lambda e: forwards.append(bool(e.data["forwarded"]))}):
         dec.start(PROMPT)

@@ -50,26 +50,53 @@ def test_importing_the_package_or_the_decoder_loads_no_training_code():
 
 @pytest.fixture
 def no_measuring(tmp_path, monkeypatch):
-    """An empty profile cache, measuring made to fail, and the decoder's own lookup (not the test
-    session's measuring edge, conftest.py)."""
-    monkeypatch.setattr(measure, "resolve", getattr(measure.resolve, "__wrapped__", measure.resolve))
+    """An empty profile cache, and measuring made to fail."""
     monkeypatch.setenv("TREEGRAFT_PROFILE_CACHE", str(tmp_path / "profiles"))
-    monkeypatch.setattr(measure, "measure", lambda *a, **k: pytest.fail("the decoder measured the device"))
-    monkeypatch.setattr(measure, "forward_ms", lambda *a, **k: pytest.fail("the decoder timed a forward"))
+    for name in ("measure", "measure_checked", "for_pair", "forward_ms"):
+        monkeypatch.setattr(measure, name, lambda *a, **k: pytest.fail("the decoder measured the device"))
     return tmp_path
+
+
+TOY = costs.DeviceProfile("toy", {1: 10.0, 64: 20.0}, {1: 2.0, 100: 8.0}, 0.5)
 
 
 def test_the_decoder_never_measures_it_takes_a_named_saved_or_cached_profile(no_measuring):
     pair = tiny_pair("llama")
-    toy = costs.DeviceProfile("toy", {1: 10.0, 64: 20.0}, {1: 2.0, 100: 8.0}, 0.5)
-    saved = toy.save(no_measuring / "toy.json")
-    for clock in ("a100-paper", str(saved), toy):
+    saved = TOY.save(no_measuring / "toy.json")
+    for clock in ("a100-paper", str(saved)):
         dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget="auto", clock=clock))
         assert dec.profile.name == ("a100-paper" if clock == "a100-paper" else "toy")
     with pytest.raises(TreeGraftError, match="not measured yet: run `treegraft-lab profile`"):
         TreeGraftDecoder(pair, DecodeConfig(schedule="small"))  # "wall" with nothing cached: one clear line
-    toy.save(measure.cached_path(pair))  # what `measure.for_pair` leaves in the cache
-    assert TreeGraftDecoder(pair, DecodeConfig(schedule="small")).profile == toy
+    TOY.save(measure.cached_path(pair))  # what `measure.for_pair` leaves in the cache
+    assert TreeGraftDecoder(pair, DecodeConfig(schedule="small")).profile == TOY
+
+
+def test_a_decoder_handed_a_profile_prices_every_round_with_exactly_it_and_looks_nothing_up(no_measuring, monkeypatch):
+    """`profile=` is what the decoder decides on and prices with, as given: with clock "wall" and
+    nothing cached it neither measures nor reads a profile, and its rounds cost what a decoder reading
+    the same profile from its file prices them at (not what another profile would)."""
+    pair = tiny_pair("llama", vocab=64, scale=4.0)
+    prompt = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
+    from_file = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=str(TOY.save(no_measuring / "toy.json"))))
+    a100 = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock="a100-paper"))
+    monkeypatch.setattr(measure, "read_only", lambda *a, **k: pytest.fail("the decoder looked its profile up"))
+    handed = TreeGraftDecoder(pair, DecodeConfig(schedule="10101"), profile=TOY)
+    assert handed.profile is TOY
+    gen, ref, other = (d.generate(prompt, max_new_tokens=16) for d in (handed, from_file, a100))
+    assert gen.token_ids == ref.token_ids == other.token_ids  # top-k pruning, a fixed mask: the same trees
+    assert [r.modelled_ms for r in gen.rounds] == [r.modelled_ms for r in ref.rounds]
+    assert gen.stats["modelled_on"] == "toy" and gen.stats["modelled_ms"] != other.stats["modelled_ms"]
+
+
+def test_a_device_profile_given_as_the_clock_is_refused_with_where_it_goes():
+    a100 = costs.load("a100-paper")
+    where = r"not the DeviceProfile 'a100-paper': pass it to the decoder as TreeGraftDecoder\(pair, config, profile=\.\.\.\)"
+    with pytest.raises(TreeGraftError, match=where) as e:
+        DecodeConfig(clock=a100)
+    assert "\n" not in str(e.value)
+    with pytest.raises(TreeGraftError, match=where):  # as an override too, before any decoding
+        TreeGraftDecoder(tiny_pair("llama"), clock=a100)
 
 
 def test_one_timing_helper_synchronises_every_cuda_device_of_the_models(monkeypatch):

@@ -47,7 +47,7 @@ def path_of(tree: DraftTree, tokens: list[int]) -> list[int]:
 
 
 def started(**cfg) -> TreeGraftDecoder:
-    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", **{"schedule": "small", **cfg}))
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", **{"schedule": "small", "clock": "a100-paper", **cfg}))
     dec.start(CONTEXT)
     return dec
 
@@ -132,7 +132,7 @@ def test_without_lookup_the_release_tree_stops_at_depth_d():
 
 def test_top_k_pruning_keeps_the_whole_chain_when_its_nodes_score_best():
     ctx = [7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18] * 3 + [7, 8]  # a text copied three times
-    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", schedule="small", lookup=10))
+    dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", schedule="small", lookup=10, clock="a100-paper"))
     dec.start(ctx)
     tree = DraftTree.start(dec.root)
     dec.draft_step(tree, 1, False, [0], [])

@@ -81,7 +81,7 @@ def test_the_library_and_the_command_line_decode_a_prompt_alike(tmp_path, monkey
                      "--json"]) == 0
     tokens = json.loads(capsys.readouterr().out)["token_ids"]
     pair = load_pair(target=folder, mid=folder, device="cpu", dtype="float32")
-    dec = TreeGraftDecoder(pair, DecodeConfig(clock=measure.resolve("wall", pair)))
+    dec = TreeGraftDecoder(pair, DecodeConfig(), profile=measure.resolve("wall", pair))
     with record(dec) as rec:
         gen = dec.generate(prompt, max_new_tokens=n)
     cols = ["round", "schedule", "accepted", "kept", "nodes"]

@@ -28,8 +28,9 @@ def test_one_pricing_rule_for_skipped_and_empty_steps():
 @pytest.fixture(scope="module")
 def replays():
     pair = noisy_pair()
-    cfg = DecodeConfig(depth=5, width=4, children=4, budget=24, prune="topk", clock=STEEP, small="ngram", **GROWTHS["lookup"])
-    df = regime.collect(pair, [{"question_id": "q", "category": "code", "turns": [PROMPT]}], cfg, max_new=12, progress=False)
+    cfg = DecodeConfig(depth=5, width=4, children=4, budget=24, prune="topk", small="ngram", **GROWTHS["lookup"])
+    df = regime.collect(pair, [{"question_id": "q", "category": "code", "turns": [PROMPT]}], cfg, max_new=12, progress=False,
+                        profile=STEEP)
     return pair, cfg, df
 
 
@@ -38,7 +39,7 @@ def replays():
 def test_replay_priced_runs_equal_real_decodes_on_the_same_profile(replays, schedule, profile):
     pair, cfg, df = replays
     prof = costs.load(profile) if isinstance(profile, str) else profile
-    gen = TreeGraftDecoder(pair, replace(cfg, schedule=schedule, clock=prof)).generate(PROMPT, max_new_tokens=12)
+    gen = TreeGraftDecoder(pair, replace(cfg, schedule=schedule), profile=prof).generate(PROMPT, max_new_tokens=12)
     name = {"small": "all-small", "mid": "all-mid"}.get(schedule, schedule)
     (rep,) = regime.split(df, cfg.depth)
     row = regime.price([rep], prof, [name]).iloc[0]
@@ -110,7 +111,7 @@ def test_a_switching_rule_is_decoded_on_the_map_like_an_artifact(replays):
     assert sorted(set(runs["schedule"])) == ["always", "never"] and sorted(set(runs["ratio"])) == [0.1, 1.0]
     assert (runs[runs.schedule == "always"]["mid_calls"] > 0).all() and (runs[runs.schedule == "never"]["mid_calls"] == 0).all()
     for ratio, prof in profiles:  # a rule that never calls grows all-small's trees, priced the same
-        gen = TreeGraftDecoder(pair, replace(cfg, schedule="small", clock=prof)).generate(PROMPT, max_new_tokens=12)
+        gen = TreeGraftDecoder(pair, replace(cfg, schedule="small"), profile=prof).generate(PROMPT, max_new_tokens=12)
         row = runs[(runs.schedule == "never") & (runs.ratio == ratio)].iloc[0]
         assert row["ms"] == pytest.approx(gen.stats["modelled_ms"], rel=1e-9)
 

@@ -18,6 +18,7 @@ from treegraft_lab.schedule.rules import RulePolicy
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.tree import DraftTree
 
+CLOCK = "a100-paper"  # the costs decisions read: a named profile, the same on any machine
 PROMPTS = [
     [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7],
     [1, 2, 3, 4, 10, 11, 12, 13, 14, 40, 41, 3, 4, 10],
@@ -134,13 +135,13 @@ def test_every_small_drafter_keeps_treegraft_lossless(small):
         ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, min_new_tokens=24)[0, len(ids):].tolist()
         for s in ("small", "10101"):
             for growth in ({}, {"lookup": 16, "chain_frontier": True, "min_step_p": 0.1}):
-                g = TreeGraftDecoder(pair, DecodeConfig(schedule=s, small=small, **growth)).generate(ids, max_new_tokens=24)
+                g = TreeGraftDecoder(pair, DecodeConfig(schedule=s, small=small, clock=CLOCK, **growth)).generate(ids, max_new_tokens=24)
                 assert g.token_ids == ref, (small, s, ids)
 
 
 def test_the_recycling_and_suffix_peers_match_plain_greedy_decoding():
     pair = tiny_pair("llama", vocab=64, scale=4.0)
-    rec, suf = RecyclingDecoder(pair), SuffixDecoder(pair)
+    rec, suf = RecyclingDecoder(pair, clock=CLOCK), SuffixDecoder(pair, clock=CLOCK)
     for ids in PROMPTS:
         ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, min_new_tokens=24)[0, len(ids):].tolist()
         assert rec.generate(ids, max_new_tokens=24).token_ids == ref
@@ -150,7 +151,7 @@ def test_the_recycling_and_suffix_peers_match_plain_greedy_decoding():
 
 def test_the_recorder_names_the_drafter_of_every_node():
     pair = tiny_pair("llama", vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", small="ngram+suffix"))
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", small="ngram+suffix", clock=CLOCK))
     with record(dec) as rec:
         dec.generate(PROMPTS[0], max_new_tokens=16)
     nodes = rec.to_run().tree
@@ -176,7 +177,7 @@ def test_rules_call_the_mid_drafter_as_their_values_say_and_stay_lossless():
     ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False, min_new_tokens=20)[0, len(ids):].tolist()
     calls = {}
     for s in ("rule:match=0", "rule:match=6", "rule:score=0", "rule:score=1.01", "rule:match=2", "rule:score=0.3"):
-        g = TreeGraftDecoder(pair, DecodeConfig(schedule=s)).generate(ids, max_new_tokens=20)
+        g = TreeGraftDecoder(pair, DecodeConfig(schedule=s, clock=CLOCK)).generate(ids, max_new_tokens=20)
         assert g.token_ids == ref, s
         calls[s] = [r.mid_calls for r in g.rounds]
     assert sum(calls["rule:match=0"]) == sum(calls["rule:score=0"]) == 0  # never shorter than 0 / below 0
@@ -196,7 +197,7 @@ def test_the_tree_view_colours_and_lists_each_small_drafter():
     from treegraft_lab.viz.tree import SMALL_KINDS, tree_figure
 
     pair = tiny_pair("llama", vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", small="ngram+suffix"))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", small="ngram+suffix", clock=CLOCK))
     with record(dec) as rec:
         dec.generate(PROMPTS[0], max_new_tokens=12)
     run = rec.to_run()

@@ -57,7 +57,7 @@ def pair():
 
 
 def test_a_start_inside_an_answer_keeps_the_prompts_length(pair):
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid"))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid", clock="a100-paper"))
     dec.start(PROMPT + ANSWER, prompt_len=len(PROMPT))
     assert dec.ids == PROMPT + ANSWER and dec.step_context(1, [], None, [0], []).prompt_len == len(PROMPT)
     dec.start(PROMPT + ANSWER)
@@ -67,7 +67,7 @@ def test_a_start_inside_an_answer_keeps_the_prompts_length(pair):
 
 
 def test_a_replay_commits_nothing_and_the_round_after_it_is_a_fresh_decoders(pair):
-    fresh, replayed = (TreeGraftDecoder(pair, DecodeConfig(schedule="10101")) for _ in range(2))
+    fresh, replayed = (TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock="a100-paper")) for _ in range(2))
     for dec in (fresh, replayed):
         dec.start(PROMPT + ANSWER, prompt_len=len(PROMPT))
     _, leaves, _ = replay_all(replayed, shared_verify=True, timed=3)  # one shared forward, three alone
@@ -79,9 +79,9 @@ def test_a_replay_commits_nothing_and_the_round_after_it_is_a_fresh_decoders(pai
 
 
 def test_a_lagging_mid_drafter_is_set_through_the_decoder(pair):
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid"))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid", clock="a100-paper"))
     dec.start(PROMPT + ANSWER)
     assert dec.lag_mid(4) == 4 and dec.mid.pending == (PROMPT + ANSWER)[-5:-1]
-    small = TreeGraftDecoder(pair, DecodeConfig(schedule="small"))
+    small = TreeGraftDecoder(pair, DecodeConfig(schedule="small", clock="a100-paper"))
     small.start(PROMPT + ANSWER)
     assert small.lag_mid(4) == 0  # no mid drafter: no lag

@@ -61,7 +61,7 @@ def exact_distribution(model, n_tokens: int = 3, **warping) -> dict[tuple[int, .
 def sample_counts(pair, runs: int, **growth) -> dict[tuple[int, ...], int]:
     counts: dict[tuple[int, ...], int] = {}
     dec = TreeGraftDecoder(pair, preset("full", **{"schedule": "101", "temperature": 1.0, "depth": 3, "width": 3,
-                                                   "budget": 6, **growth}))  # the full growth, n-gram drafter unless `growth` says
+                                                   "budget": 6, "clock": "a100-paper", **growth}))  # full growth, n-gram drafter unless `growth` says
     for seed in range(runs):
         dec.config.seed = seed
         s = tuple(dec.generate(PROMPT, max_new_tokens=3).token_ids)
@@ -125,7 +125,7 @@ def test_sampling_with_top_k_1_is_greedy_decoding(schedule):
 
     pair = tiny_pair("llama", vocab=64, scale=2.0)
     ids = list(range(10, 30))
-    cfg = DecodeConfig(schedule=schedule, depth=3, temperature=1.3, top_k=1, top_p=0.9, seed=0)
+    cfg = DecodeConfig(schedule=schedule, depth=3, temperature=1.3, top_k=1, top_p=0.9, seed=0, clock="a100-paper")
     assert TreeGraftDecoder(pair, cfg).generate(ids, max_new_tokens=16).token_ids == hf_greedy(pair.target, ids, 16)
 
 
@@ -137,7 +137,7 @@ def warped_p_value(pair, runs: int) -> tuple[float, int]:
     drafter's tree at every step) against Hugging Face's warped distribution, and the samples that
     fell where that distribution is 0."""
     exact = exact_distribution(pair.target, 2, **WARPED)
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="111", depth=3, width=3, budget=6, **WARPED))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="111", depth=3, width=3, budget=6, clock="a100-paper", **WARPED))
     counts: dict[tuple[int, ...], int] = {}
     for seed in range(runs):
         dec.config.seed = seed

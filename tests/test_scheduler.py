@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.test_decoder import hf_greedy
-from treegraft_lab import cli, kv
+from treegraft_lab import cli, kv, measure
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
@@ -105,7 +105,7 @@ def test_context_signals_read_the_committed_text():
 # ---------------------------------------------------------------------------- collection
 def test_the_prefix_sharing_replay_matches_every_decoder_round():
     pair = noisy_pair()
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid"))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="mid", clock="a100-paper"))
     dec.start([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6])
     states, leaves, calls = replay_all(dec, shared_verify=False)
     assert len(states) == 31 and len(leaves) == 32 and len(calls) == 62 + 32
@@ -126,7 +126,7 @@ def test_the_prefix_sharing_replay_matches_every_decoder_round():
 
 def test_a_lagging_mid_drafter_replays_the_same_rounds_and_pays_its_backlog():
     ctx = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3, 5, 6]
-    fresh, stale = (TreeGraftDecoder(noisy_pair(), DecodeConfig(schedule="mid")) for _ in range(2))
+    fresh, stale = (TreeGraftDecoder(noisy_pair(), DecodeConfig(schedule="mid", clock="a100-paper")) for _ in range(2))
     fresh.start(ctx)
     stale.start(ctx)
     assert stale.lag_mid(4) == 4
@@ -376,7 +376,8 @@ def test_adaptive_schedule_decodes_losslessly_with_an_artifact(tmp_path):
     make_artifact(tmp_path, pair="tiny-llama")
     pair = noisy_pair()
     ids = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
-    g = TreeGraftDecoder(pair, preset("full", schedule="adaptive", scheduler_path=str(tmp_path))).generate(ids, max_new_tokens=12)
+    here = measure.resolve("wall", pair)  # this CPU's profile: the artifact's class, cpu-float32
+    g = TreeGraftDecoder(pair, preset("full", schedule="adaptive", scheduler_path=str(tmp_path)), profile=here).generate(ids, max_new_tokens=12)
     assert g.token_ids == hf_greedy(pair.target, ids, 12)
     assert sum(r.mid_calls for r in g.rounds) > 0
 
@@ -415,11 +416,12 @@ def test_a_mismatched_artifact_gives_a_clear_error(tmp_path, monkeypatch):
     pair.name = "another-pair"
     make_artifact(tmp_path / "cpu-float32-topk", pair="tiny")
     monkeypatch.setattr("treegraft_lab.schedule.adaptive.artifact_dir", lambda name: tmp_path)
+    here = measure.resolve("wall", pair)  # this CPU's profile, class cpu-float32
     with pytest.raises(TreeGraftError, match="trained for pair 'tiny'"):
-        TreeGraftDecoder(pair, preset("full", schedule="adaptive"))
+        TreeGraftDecoder(pair, preset("full", schedule="adaptive"), profile=here)
     with pytest.raises(TreeGraftError, match="no scheduler for pair 'another-pair' on profile 'cpu-float32' with "
                                              "prune='value'.*trained ones: cpu-float32-topk"):
-        TreeGraftDecoder(pair, preset("full", schedule="adaptive", prune="value"))
+        TreeGraftDecoder(pair, preset("full", schedule="adaptive", prune="value"), profile=here)
 
 
 def test_scheduler_info_reports_the_artifact(tmp_path, capsys):

@@ -106,7 +106,7 @@ def test_a_later_turn_is_decoded_with_the_methods_own_earlier_answer(pair, answe
     _, files, _ = answered
     q = next(json.loads(x) for x in QUESTIONS.read_text().splitlines() if len(json.loads(x)["turns"]) == 2)
     first, second = next(a for a in files["small"] if a["question_id"] == q["question_id"])["choices"][0]["turns"]
-    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget=8))
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="small", budget=8, clock="a100-paper"))
     msgs = [{"role": "user", "content": q["turns"][0]}, {"role": "assistant", "content": first},
             {"role": "user", "content": q["turns"][1]}]
     assert dec.generate(msgs, max_new_tokens=8).text.strip() == second

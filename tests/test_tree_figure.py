@@ -27,8 +27,8 @@ from treegraft_lab.viz.tree import (
 def runs():
     """Two recorded tiny runs: the paper's budget (wide trees, many pruned) and a small one without ND."""
     pair, out = tiny_pair(), []
-    for cfg in (DecodeConfig(schedule="10101", budget=63), DecodeConfig(schedule="11111", budget=8, non_destructive=False,
-                                                                        expanded_graft=False)):
+    for cfg in (DecodeConfig(schedule="10101", budget=63, clock="a100-paper"),
+                DecodeConfig(schedule="11111", budget=8, non_destructive=False, expanded_graft=False, clock="a100-paper")):
         dec = TreeGraftDecoder(pair, cfg)
         with record(dec) as rec:
             dec.generate(PROMPT, max_new_tokens=16)

@@ -287,7 +287,7 @@ def test_the_reselected_share_from_steps_equals_the_one_from_nodes():
     from treegraft_lab.tiny import tiny_pair
 
     pair = tiny_pair("llama", vocab=64, scale=4.0)
-    dec = TreeGraftDecoder(pair, preset("full", schedule="10101"))  # the full growth: chains, windows
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", clock="a100-paper"))  # the full growth: chains, windows
     with record(dec) as rec:
         dec.generate([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], max_new_tokens=24)
     run = rec.to_run()

@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
-from treegraft_lab import DecodeConfig, TreeGraftDecoder, record
+from treegraft_lab import TreeGraftDecoder, measure, record
 from treegraft_lab.presets import preset
 from treegraft_lab.widgets import (
     ROUND_PX,
@@ -65,8 +65,8 @@ def tiny_pair():
 
 @pytest.fixture(scope="module")
 def tiny():
-    pair = tiny_pair()
-    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", budget=12))
+    pair = tiny_pair()  # the run is priced on this device's profile, as the playground's default clock
+    dec = TreeGraftDecoder(pair, preset("full", schedule="10101", budget=12), profile=measure.resolve("wall", pair))
     with record(dec) as rec:
         gen = dec.generate(PROMPT, max_new_tokens=20)
     return pair, rec.to_run(), gen
@@ -160,7 +160,7 @@ def test_the_profile_selector_changes_the_profile_every_replay_decides_on(tiny):
     assert all(set(r.rounds["modelled_on"]) == {"a100-paper"} for _, r in pg.results.values())
     pg.clock.value = "wall"
     pg.replay()
-    here = TreeGraftDecoder(pair, DecodeConfig(schedule="small")).profile.name  # this device's measured profile
+    here = measure.resolve("wall", pair).name  # this device's measured profile
     assert here != "a100-paper" and all(set(r.rounds["modelled_on"]) == {here} for _, r in pg.results.values())
 
 
@@ -218,7 +218,8 @@ def test_adaptive_decisions_are_reproduced_from_the_recorded_inputs(tiny, tmp_pa
     pair = tiny[0]
     folder = tmp_path / "cpu-float32-topk"  # trained for this device's profile class, with top-k pruning
     make_artifact(folder, pair="tiny")
-    dec = TreeGraftDecoder(pair, preset("full", schedule="adaptive", budget=12, scheduler_path=str(folder)))
+    dec = TreeGraftDecoder(pair, preset("full", schedule="adaptive", budget=12, scheduler_path=str(folder)),
+                           profile=measure.resolve("wall", pair))
     with record(dec) as rec:
         dec.generate(PROMPT, max_new_tokens=12)
     seen = step_inputs(rec.to_run(), AdaptivePolicy(load(folder)))
@@ -294,8 +295,6 @@ def test_the_table_has_a_plain_decoding_row_and_measured_columns_from_repeats_wi
 
 
 def test_the_profile_is_named_by_device_dtype_and_date_never_by_its_hash(tiny):
-    from treegraft_lab import measure
-
     pair, run, _ = tiny
     pg = SchedulePlayground(pair, run, round=1, repeats=1)
     df = pg.replay()
@@ -346,7 +345,7 @@ def recorded_tiny_run():
     global _TINY_RUN
     if _TINY_RUN is None:
         pair = tiny_pair()
-        dec = TreeGraftDecoder(pair, preset("full", schedule="10101", budget=12))
+        dec = TreeGraftDecoder(pair, preset("full", schedule="10101", budget=12), profile=measure.resolve("wall", pair))
         with record(dec) as rec:
             dec.generate(PROMPT, max_new_tokens=20)
         _TINY_RUN = rec.to_run()
@@ -478,7 +477,8 @@ def test_the_boundary_axes_name_the_signals_in_words_from_the_one_glossary(tiny,
     assert len({r["in words"] for r in rows}) == len(rows) and not any(snake.fullmatch(r["in words"]) for r in rows)
     folder = tmp_path / "cpu-float32-topk"
     make_artifact(folder, pair="tiny")
-    dec = TreeGraftDecoder(tiny[0], preset("full", schedule="adaptive", budget=12, scheduler_path=str(folder)))
+    dec = TreeGraftDecoder(tiny[0], preset("full", schedule="adaptive", budget=12, scheduler_path=str(folder)),
+                           profile=measure.resolve("wall", tiny[0]))
     with record(dec) as rec:
         dec.generate(PROMPT, max_new_tokens=12)
     policy = AdaptivePolicy(load(folder))

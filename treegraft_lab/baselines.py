@@ -25,6 +25,7 @@ import torch
 
 from treegraft_lab import kv, measure
 from treegraft_lab.config import DecodeConfig
+from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import Generation, TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.prompting import encode_prompt, eos_ids
@@ -126,11 +127,12 @@ class CascadeDecoder(TreeGraftDecoder):
 
     drafter = CascadeDrafter()
 
-    def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
+    def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None,
+                 **overrides) -> None:
         config = config or DecodeConfig(schedule="mid")
         if pair.mid is None:
             raise TreeGraftError("the cascade baseline needs a mid drafter: load the pair with a mid model")
-        super().__init__(pair, config, schedule="mid", **{k: v for k, v in overrides.items() if k != "schedule"})
+        super().__init__(pair, config, profile, schedule="mid", **{k: v for k, v in overrides.items() if k != "schedule"})
 
 
 class RecyclingDecoder(TreeGraftDecoder):
@@ -138,9 +140,10 @@ class RecyclingDecoder(TreeGraftDecoder):
 
     drafter = TemplateDrafter()
 
-    def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
+    def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None,
+                 **overrides) -> None:
         over = {**overrides, "small": "recycling", "schedule": "small", "budget": len(TEMPLATE), "prune": "topk"}
-        super().__init__(pair, config or DecodeConfig(), **over)
+        super().__init__(pair, config or DecodeConfig(), profile, **over)
 
 
 class SuffixDecoder(TreeGraftDecoder):
@@ -148,9 +151,10 @@ class SuffixDecoder(TreeGraftDecoder):
 
     drafter = SuffixTreeDrafter()
 
-    def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
+    def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None,
+                 **overrides) -> None:
         over = {**overrides, "small": "suffix", "schedule": "small", "prune": "topk"}
-        super().__init__(pair, config or DecodeConfig(), **over)
+        super().__init__(pair, config or DecodeConfig(), profile, **over)
 
 
 PEERS = {"recycling": RecyclingDecoder, "suffix": SuffixDecoder}  # bench methods decoded by these classes

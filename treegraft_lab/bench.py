@@ -32,9 +32,9 @@ Definitions, used everywhere in the tables:
 HF methods expose no per-round numbers: their A, shares and mid calls are left empty (NaN).
 
 Modelled clocks (`model_on`, e.g. ["a100-paper"]): every tree method is run again with
-`DecodeConfig(clock=profile)` (the real models run and stay lossless; the scheduler, pruner and
-budget decide on the profile's costs) and timed by the profile from each round's sizes; the HF
-methods are priced from their counted forwards (n tokens -> target_ms(n), mid_ms(n) for the
+`DecodeConfig(clock=<the profile's name>)` and the profile handed to its decoder (the real models
+run and stay lossless; the scheduler, pruner and budget decide on the profile's costs) and timed
+by the profile from each round's sizes; the HF methods are priced from their counted forwards (n tokens -> target_ms(n), mid_ms(n) for the
 assistant, one n-gram step per prompt-lookup forward; the prefill priced as one token). Their
 records carry `clock` = the profile's name and their tables say "modelled on <profile>";
 `clock` = "wall" records are measured. Prefill is excluded from every modelled time.
@@ -213,10 +213,11 @@ def decoder_runner(dec) -> Runner:
     return run
 
 
-def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
-                clock: str | DeviceProfile = "wall", growth: dict | None = None) -> tuple[Runner, dict]:
+def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", clock: str = "wall",
+                growth: dict | None = None, profile: DeviceProfile | None = None) -> tuple[Runner, dict]:
     """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget);
-    `clock`: the resolved profile (or a name) the tree methods decide on. growth: DecodeConfig
+    `clock`: the name of the profile the tree methods decide on, `profile` that profile resolved
+    (`measure.resolve`; None: the decoders read it, `TreeGraftDecoder`). growth: DecodeConfig
     overrides of the tree methods' growth rule and small drafter (`presets.GROWTHS`, `small`; default:
     the speed preset's); the cascade (csd) drafts its chain with the same small drafter."""
     from treegraft_lab.baselines import PEERS, CascadeDecoder
@@ -234,14 +235,15 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk",
             raise TreeGraftError("the pair has no mid drafter")
         return _hf_runner(pair, assistant=pair.mid), {}
     if method == "csd":
-        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock, **(growth or {})))
+        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock, **(growth or {})),
+                             profile)
         return decoder_runner(dec), {"budget": dec.budget}
     if method in PEERS:
-        dec = PEERS[method](pair, DecodeConfig(budget=budget, clock=clock, **(growth or {})))
+        dec = PEERS[method](pair, DecodeConfig(budget=budget, clock=clock, **(growth or {})), profile)
         return decoder_runner(dec), {"budget": dec.budget}
     if method in TREE_METHODS:
         dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
-                                                  **TREE_METHODS[method]))
+                                                  **TREE_METHODS[method]), profile)
         return decoder_runner(dec), {"budget": dec.budget}
     raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
@@ -294,7 +296,9 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
         raise TreeGraftError("no prompts to benchmark")
     meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
-    profiles = {p.name: p for p in (costs.load(x) for x in model_on)}
+    loaded = [(costs.load(x), x) for x in model_on]
+    profiles = {p.name: p for p, _ in loaded}
+    clocks = {p.name: x for p, x in loaded}  # a profile's name -> the clock that names it (a name or a file)
     keys = [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
     # this device's profile, resolved once for every wall-clock decoder (measured only if one runs)
     here = measure.resolve("wall", pair) if any(m not in HF_METHODS for m, _ in keys) else None
@@ -305,7 +309,8 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
         label = m if c == "wall" else f"{m}@{c}"
         try:
             rule = prune if c == "wall" else (prune_modelled or prune)
-            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, profiles.get(c, here), growth)
+            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, clocks.get(c, "wall"), growth,
+                                                        profiles.get(c, here))
             runners[(m, c)](warm, min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
         except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
             if m == "ar":

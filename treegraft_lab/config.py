@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.presets import FULL_GROWTH, GROWTHS, RELEASE_RULES, SPEED  # noqa: F401  (GROWTHS, RELEASE_RULES: re-exported)
-
-if TYPE_CHECKING:  # the annotation only: `import treegraft_lab.config` stays free of numpy
-    from treegraft_lab.costs import DeviceProfile
 
 NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
 RULES = ("rule:match", "rule:score")  # optionally with its value: "rule:match=3", "rule:score=0.3"
@@ -144,12 +141,14 @@ class DecodeConfig:
     prompt, and a mid call pays the mid drafter's whole-prompt prefill, which the modelled clock
     leaves out; on the regime map (T_mid / T_tgt 0.21) the calls the family scheduler made there
     cost the two copying prompts a round each.
-    clock: the costs every time-weighing decision reads (the scheduler's inputs, value pruning,
-    budget "auto", the oracle) and each round is priced with: "wall" (default) = this device's
-    measured profile (measured once by `measure.resolve` / `treegraft-lab profile`, then read from
-    its cache), or a profile name ("a100-paper") or JSON file, or a `costs.DeviceProfile`.
-    Wall time is always measured and reported; with another profile the run is also reported
-    "modelled on <profile>" (it still runs the real models and stays lossless).
+    clock: the name of the costs every time-weighing decision reads (the scheduler's inputs, value
+    pruning, budget "auto", the oracle) and each round is priced with: "wall" (default) = this
+    device's measured profile, or a profile name ("a100-paper") or JSON file. Only the name lives
+    here: `measure.resolve(clock, pair)` turns it into a `costs.DeviceProfile` (measuring "wall" once,
+    then caching it), which is handed to the decoder as `TreeGraftDecoder(pair, config, profile=...)`;
+    a decoder handed none reads it itself, never measuring. Wall time is always measured and reported;
+    with another profile the run is also reported "modelled on <profile>" (it still runs the real
+    models and stays lossless).
     """
 
     depth: int = SPEED["depth"]
@@ -185,7 +184,7 @@ class DecodeConfig:
     mid_in_first_round: bool = False
     seed: int | None = None
     scheduler_path: str | None = None
-    clock: str | DeviceProfile = "wall"
+    clock: str = "wall"
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -245,9 +244,11 @@ class DecodeConfig:
         need(0 < self.top_p <= 1, f"top_p must be in (0, 1], got {self.top_p}")
         need(isinstance(self.top_k, int) and self.top_k >= 0, f"top_k must be an integer >= 0, got {self.top_k}")
         need(self.call_budget is None or self.call_budget >= 0, "call_budget must be >= 0 or None")
-        need(isinstance(self.clock, str) and self.clock != "" or hasattr(self.clock, "target_ms"),
-             f"clock must be 'wall', a profile name such as 'a100-paper', a profile JSON file or a DeviceProfile, "
-             f"got {self.clock!r}")
+        need(not hasattr(self.clock, "target_ms"),
+             f"clock takes a profile's name ('wall', 'a100-paper' or a JSON file), not the DeviceProfile "
+             f"{getattr(self.clock, 'name', '')!r}: pass it to the decoder as TreeGraftDecoder(pair, config, profile=...)")
+        need(isinstance(self.clock, str) and self.clock != "",
+             f"clock must be 'wall', a profile name such as 'a100-paper' or a profile JSON file, got {self.clock!r}")
         if isinstance(self.schedule, (str, list, tuple)):
             parse_mask(self.schedule, self.depth)  # raises on a bad mask
         else:
@@ -285,6 +286,4 @@ class DecodeConfig:
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["schedule"] = self.schedule_name
-        if not isinstance(self.clock, str):
-            d["clock"] = self.clock.name
         return d

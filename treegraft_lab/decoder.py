@@ -6,12 +6,13 @@ frontier, in graft.py) and the proposals are grafted HOW the config says (non-de
 not, graft.py). Then the tree is pruned to the verification budget, the target verifies it in
 one forward (verify.py), and the accepted tokens plus one bonus token are committed.
 
-Costs come from one `DeviceProfile` (costs.py), resolved before the decoder is made: the config's
-`clock` is a profile, a profile name or file, or "wall" for this device's profile as
-`measure.for_pair` cached it (the decoder only reads that cache; it never measures). Every
-decision that weighs time (WHEN, value pruning, budget="auto", the oracle) reads the profile,
-never a live timing; each round is also priced from its exact sizes (`RoundInfo.modelled_ms`),
-reported beside the wall clock.
+Costs come from one `DeviceProfile` (costs.py), handed to the decoder: `TreeGraftDecoder(pair,
+config, profile=measure.resolve(config.clock, pair))`, resolved once by the caller (`config.clock`
+only names it: "wall" for this device's profile, a profile name or a JSON file). Handed none, the
+decoder reads the profile its clock names (`measure.read_only`: a named file, or "wall" from the
+cache `measure.for_pair` left); it never measures. Every decision that weighs time (WHEN, value
+pruning, budget="auto", the oracle) reads the profile, never a live timing; each round is also
+priced from its exact sizes (`RoundInfo.modelled_ms`), reported beside the wall clock.
 
 Drafting is a strategy (`Drafter`): `run_round` asks `dec.drafter.draft(dec, policy)` for the
 round's tree (a `Draft`) and verifies it. TreeGraft's own is `GraftDrafter`; the baselines and a
@@ -37,7 +38,7 @@ import torch
 from treegraft_lab import graft, measure
 from treegraft_lab.budget import ValuePruner, auto_budget
 from treegraft_lab.config import DecodeConfig, parse_mask, parse_small
-from treegraft_lab.costs import SKIPPED, scheduler_costs
+from treegraft_lab.costs import SKIPPED, DeviceProfile, scheduler_costs
 from treegraft_lab.drafters import ModelDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import HookEvent, check_hooks, record
@@ -108,19 +109,25 @@ class GraftDrafter:
 class TreeGraftDecoder:
     """A lossless tree speculative decoder with a small drafter (n-gram, Token Recycling, suffix or a
     combination: `DecodeConfig.small`) and a mid (LM) drafter. `drafter`: how each round's tree is
-    drafted (`Drafter`; TreeGraft's own by default), assignable per decoder."""
+    drafted (`Drafter`; TreeGraft's own by default), assignable per decoder.
+
+    `profile`: the costs the decoder decides on and prices with, as given (resolve it once with
+    `measure.resolve(config.clock, pair)`; a scaled or hand-made profile is fine: it is not checked
+    against `config.clock`, which only names the setting). None: read what `config.clock` names
+    (`measure.read_only`), never measuring; "wall" then needs this device's profile cached."""
 
     drafter: Drafter = GraftDrafter()  # holds no state: one serves every decoder
 
-    def __init__(self, pair, config: DecodeConfig | None = None, **overrides) -> None:
+    def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None,
+                 **overrides) -> None:
         config = replace(config or DecodeConfig(), **overrides)
         self.pair, self.config = pair, config
         self.tokenizer = pair.tokenizer
         self.device = pair.target.device
         if self._needs_mid(config) and pair.mid is None:
             raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
-        # every cost the decoder decides on, looked up (a measured profile is read from its cache)
-        self.profile = measure.resolve(config.clock, pair, allow_measure=False)
+        # every cost the decoder decides on: the profile handed in, else read (never measured)
+        self.profile = profile if profile is not None else measure.read_only(config.clock, pair)
         self.cuda = measure.cuda_devices(pair.target, pair.mid)  # synchronised around `timed`
         self.laps = measure.Laps(self.cuda)  # a round's forwards, timed without waiting (CUDA events)
         self.policy = make_policy(config, pair, self.profile)  # adaptive: its artifact, loaded once
@@ -560,14 +567,15 @@ def _holds(tree: DraftTree, tokens: list[int]) -> bool:
     return True
 
 
-def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len: int | None = None):
+def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len: int | None = None,
+                 profile: DeviceProfile | None = None):
     """Run ONE round from the state "`context_ids` committed" with `config`; nothing else changes.
 
     Returns (RoundInfo, Run) where the Run holds the recorded round (tables as in hooks.Recorder).
     The schedule playground and the scheduler's analysis use it to compare settings on one state;
-    pass the profile resolved (`config.clock` a DeviceProfile or a name): nothing is measured here.
+    pass the `profile` resolved (as to `TreeGraftDecoder`): nothing is measured here.
     """
-    dec = TreeGraftDecoder(pair, config)
+    dec = TreeGraftDecoder(pair, config, profile=profile)
     with record(dec) as rec:
         dec.start(list(context_ids), prompt_len=prompt_len)
         dec._emit("run.start", prompt_ids=list(context_ids))

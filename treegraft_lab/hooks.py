@@ -197,10 +197,15 @@ class Recorder:
         self.rows["runs"].append({
             "run": self.run, "pair": getattr(dec.pair, "name", ""), "prompt_ids": list(ev.data["prompt_ids"]),
             "output_ids": list(gen.token_ids), "prompt_text": dec.tokenizer.decode(ev.data["prompt_ids"]),
-            "output_text": gen.text, "config": json.dumps(dec.config.to_dict(), default=str),
+            "output_text": gen.text, "config": json.dumps(self._config(), default=str),
             "profile": profile_words(dec.profile),
             **{f"stat_{k}": v for k, v in gen.stats.items()},
         })
+
+    def _config(self) -> dict:
+        """The decoder's config as recorded: its clock the name of the profile the decoder priced
+        with (a measured one's cache name, a scaled one's), not only the name the config gave."""
+        return {**self.decoder.config.to_dict(), "clock": self.decoder.profile.name}
 
     # ---- tables -----------------------------------------------------------------------------------
     def to_frame(self) -> dict:

@@ -3,9 +3,10 @@
 The pure cost model is `treegraft_lab.costs`; this module is what fills it on the running
 machine. `for_pair(pair)` measures the device once (a progress bar, about 10-30 s on a CPU) and
 caches the result on disk per (model shapes and files, device, dtype, threads, forward path);
-`cached(pair)` only reads that cache. `resolve(clock, pair)` turns a `DecodeConfig.clock` into a
-`DeviceProfile` and is called once at the edge (the CLI commands, bench, widgets and notebook
-helpers); the decoder is handed the result and never measures.
+`cached(pair)` only reads that cache. `resolve(clock, pair)` turns a `DecodeConfig.clock` (a name)
+into a `DeviceProfile` and is called once at the edge (the CLI commands, bench, widgets and notebook
+helpers), which hand the result to the decoder (`TreeGraftDecoder(pair, config, profile=...)`);
+a decoder handed none only reads (`read_only`): it never measures.
 
 A measured profile is checked (`measure_checked`): a smaller mid drafter must cost less than the
 target, and repeated timings must agree within MAX_SPREAD; one that fails is measured once more,
@@ -328,22 +329,25 @@ def cached_path(pair) -> Path:
     return cache_dir() / f"{digest(profile_key(pair))}.json"
 
 
-def resolve(clock: str | DeviceProfile, pair, allow_measure: bool = True) -> DeviceProfile:
-    """A `DecodeConfig.clock` as a profile: "wall" -> this device's (measured once and cached; with
-    `allow_measure=False`, as the decoder asks, only read from the cache); a name or a path -> that
-    profile; a DeviceProfile -> itself. The edges (commands, bench, widgets, notebook helpers) call
-    it once and hand the result on."""
-    if isinstance(clock, DeviceProfile):
-        return clock
+def resolve(clock: str, pair) -> DeviceProfile:
+    """The profile a `DecodeConfig.clock` names, for `pair`: "wall" -> this device's (`for_pair`:
+    measured once, then read from its cache); a profile name ("a100-paper") or JSON file -> that
+    profile (`costs.load`). The one public way to turn a clock into a profile: the edges (commands,
+    bench, widgets, notebook helpers) call it once and hand the result to each decoder as
+    `TreeGraftDecoder(pair, config, profile=...)`."""
+    return for_pair(pair) if clock == "wall" else load(clock)
+
+
+def read_only(clock: str, pair) -> DeviceProfile:
+    """`resolve` without measuring, for a decoder handed no profile: a named or saved profile is
+    read from its file, "wall" from this device's cache; a "wall" profile not measured yet is a
+    TreeGraftError that says how to get one."""
     if clock != "wall":
         return load(clock)
-    if allow_measure:
-        return for_pair(pair)
     prof = cached(pair)
     if prof is None:
         raise TreeGraftError(
             f"clock 'wall' needs this device's profile for {getattr(pair, 'name', 'the pair')}, which is not measured "
-            "yet: run `treegraft-lab profile` once, or pass clock=treegraft_lab.measure.resolve('wall', pair) "
-            "(measures and caches it), or a named profile such as clock='a100-paper'")
+            "yet: run `treegraft-lab profile` once, or pass profile=treegraft_lab.measure.resolve('wall', pair) to the "
+            "decoder (measures and caches it), or decide on a named profile such as clock='a100-paper'")
     return prof
-

@@ -41,7 +41,8 @@ LEAF = ("schedule", "accepted", "kept", "backlog", "tail")
 
 # ---------------------------------------------------------------------------- collection
 def collect(pair, prompts: list[dict], config: DecodeConfig, max_new: int = 64, starts: int | None = None,
-            first: tuple[str, ...] = (), have: pd.DataFrame | None = None, progress: bool = True) -> pd.DataFrame:
+            first: tuple[str, ...] = (), have: pd.DataFrame | None = None, progress: bool = True,
+            profile: DeviceProfile | None = None) -> pd.DataFrame:
     """Every schedule replayed from round starts of each prompt's first `max_new` answer tokens:
     one row per (prompt, start, schedule). `config` must prune top-k, greedily.
 
@@ -50,6 +51,7 @@ def collect(pair, prompts: list[dict], config: DecodeConfig, max_new: int = 64, 
     `starts` per prompt in all (None: every start 0 .. L-1; the walks of `first` are always
     completed). A walk priced later needs only the starts it reaches; the oracle is the cheapest
     walk over the replayed starts. `have`: rows collected before (kept; their starts not replayed).
+    `profile`: the profile `config.clock` names, resolved (`measure.resolve`; None: the decoder reads it).
     """
     from treegraft_lab.baselines import autoregressive
     from treegraft_lab.decoder import TreeGraftDecoder
@@ -58,7 +60,7 @@ def collect(pair, prompts: list[dict], config: DecodeConfig, max_new: int = 64, 
 
     if config.prune != "topk":
         raise TreeGraftError("replays price anywhere only with top-k pruning (value pruning's trees depend on the profile)")
-    dec = TreeGraftDecoder(pair, replace(config, schedule="mid", temperature=0.0))
+    dec = TreeGraftDecoder(pair, replace(config, schedule="mid", temperature=0.0), profile)
     stop = eos_ids(pair.tokenizer, pair.target)
     rows, D = [], config.depth
     cap = starts or max_new
@@ -272,9 +274,9 @@ def ratio_profiles(base: DeviceProfile, ratios: list[float]) -> list[tuple[float
     return [(r, replace(base.scaled(mid=r * t_tgt / t_mid), name=f"{base.name}@{r:g}")) for r in ratios]
 
 
-def map_config(growth: str = "lookup", clock: str | DeviceProfile = "wall") -> DecodeConfig:
+def map_config(growth: str = "lookup", clock: str = "wall") -> DecodeConfig:
     """The regime map's decoding settings: D = 5, W = 10, top-k pruning at B_ver 63, `growth`, the
-    n-gram drafter."""
+    n-gram drafter, on the profile `clock` names."""
     from treegraft_lab.config import GROWTHS
 
     return DecodeConfig(depth=5, width=10, budget=63, prune="topk", clock=clock, small="ngram", **GROWTHS[growth])
@@ -318,7 +320,7 @@ def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple
     for ratio, prof in profiles:
         for name, art in arts.items():
             policy = art if isinstance(art, str) else AdaptivePolicy(art)
-            dec = TreeGraftDecoder(pair, replace(config, schedule=policy, clock=prof, temperature=0.0))
+            dec = TreeGraftDecoder(pair, replace(config, schedule=policy, temperature=0.0), prof)
             for p in prompts:
                 g = dec.generate(p["turns"][0], max_new_tokens=max_new)
                 s = g.stats

@@ -377,7 +377,7 @@ def regime_section() -> str:
     from treegraft_lab import costs, paper
 
     regime, reps, base, meta, m = regime_rows()
-    tt, tm = costs.scheduler_costs(base, regime.map_config("lookup", base))
+    tt, tm = costs.scheduler_costs(base, regime.map_config("lookup", "a100-paper"))
     mapped = regime.markdown(m, marks={base.name: tm / tt})
     prov = json.loads((REGIME / "provenance.json").read_text())
     at = m[m["ratio"] == 0.6].set_index("schedule")

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
@@ -76,10 +77,11 @@ def check_writable(folder) -> Path:
 # ---------------------------------------------------------------------------------- decoding
 
 
-def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", clock="wall",
-                        growth: dict | None = None):
+def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", clock: str = "wall",
+                        growth: dict | None = None, profile: DeviceProfile | None = None):
     """A callable `(messages, max_new_tokens) -> dict` decoding one turn with `method` (timed on the
-    wall clock; `clock`: the resolved profile its decisions read; growth: DecodeConfig overrides)."""
+    wall clock; `clock`: the name of the profile its decisions read, `profile` that profile resolved,
+    as `bench.make_runner` takes them; growth: DecodeConfig overrides)."""
     from treegraft_lab import bench
     from treegraft_lab.baselines import PEERS, CascadeDecoder
     from treegraft_lab.config import DecodeConfig
@@ -100,7 +102,8 @@ def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = 
         return run_plain
     cfg = DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
                        **({"schedule": "mid"} if method in ("csd", *PEERS) else bench.TREE_METHODS[method]))
-    dec = CascadeDecoder(pair, cfg) if method == "csd" else PEERS[method](pair, cfg) if method in PEERS else TreeGraftDecoder(pair, cfg)
+    cls = CascadeDecoder if method == "csd" else PEERS.get(method, TreeGraftDecoder)
+    dec = cls(pair, cfg, profile)
 
     def run_tree(messages: list[dict], max_new_tokens: int) -> dict:
         gen = dec.generate(messages, max_new_tokens=max_new_tokens)
@@ -142,7 +145,7 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
     folder = check_writable(folder)
     model_id = model_id or getattr(pair, "name", "model")
     here = measure.resolve("wall", pair)  # this device's profile, resolved once for every decoder
-    runners = {m: conversation_runner(pair, m, budget, prune, here, growth) for m in methods}
+    runners = {m: conversation_runner(pair, m, budget, prune, "wall", growth, here) for m in methods}
     for run in runners.values():  # warm-up, untimed
         run([{"role": "user", "content": questions[0]["turns"][0]}], min(warmup_tokens, max_new_tokens))
     files = {m: open(folder / f"{m}.jsonl", "w", encoding="utf-8") for m in methods}

@@ -280,7 +280,7 @@ def rule_schedules(pair, config) -> list[str]:
     from treegraft_lab.schedule.rules import RulePolicy
 
     try:
-        prof = measure.resolve(config.clock, pair, allow_measure=False)
+        prof = measure.read_only(config.clock, pair)
     except TreeGraftError:  # no profile for this clock yet: no rule can be looked up
         return []
     out = []
@@ -741,8 +741,8 @@ class SchedulePlayground(W.VBox):
         self.results, self.times, self.plain_s = {}, {}, []
         snapshot, n = self.controls(), int(self.repeats.value)
         try:
-            profile = measure.resolve(self.clock.value, self.pair)  # once per replay: the decoders only read it
-            settings = {name: replace(cfg, clock=profile) for name, cfg in self.settings().items()}
+            profile = measure.resolve(self.clock.value, self.pair)  # once per replay, handed to every decoder
+            settings = self.settings()
             jobs = [*settings, None]  # None: plain decoding
             for i in range(-1 if self.warmup else 0, n):
                 for name in jobs[i % len(jobs):] + jobs[:i % len(jobs)]:
@@ -753,7 +753,8 @@ class SchedulePlayground(W.VBox):
                         if i >= 0:
                             self.plain_s.append(t)
                         continue
-                    info, rrun = replay_round(self.pair, self.context, settings[name], prompt_len=self.prompt_len)
+                    info, rrun = replay_round(self.pair, self.context, settings[name], prompt_len=self.prompt_len,
+                                              profile=profile)
                     if i >= 0:
                         self.results.setdefault(name, (info, rrun))  # the tree: every repeat draws the same one
                         self.times.setdefault(name, []).append((info.draft_s, info.verify_s, info.round_s))

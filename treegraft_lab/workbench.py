@@ -183,11 +183,9 @@ def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int) -> A
     Suite rows keep their `category` and `question_id` in the runs table. The config's clock is
     resolved here, once (this device's profile is measured on first use).
     """
-    from dataclasses import replace
-
     from treegraft_lab import TreeGraftDecoder, measure, record
 
-    dec = TreeGraftDecoder(pair, replace(config, clock=measure.resolve(config.clock, pair)))
+    dec = TreeGraftDecoder(pair, config, profile=measure.resolve(config.clock, pair))
     with record(dec) as rec:
         for p in prompts:
             dec.generate(p["turns"][0] if isinstance(p, dict) else p, max_new_tokens=max_new_tokens)

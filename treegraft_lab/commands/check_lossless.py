@@ -26,7 +26,6 @@ from treegraft_lab.commands.common import (
     clocks_from_args,
     growth_from_args,
     load_pair_from_args,
-    with_profile,
 )
 
 
@@ -86,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
     from tqdm.auto import tqdm
 
+    from treegraft_lab import measure
     from treegraft_lab.baselines import PEERS
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         check_scheduler(args, clocks_from_args(args), growth_from_args(args))
     pair = load_pair_from_args(args, require_mid=any(c.schedule_name != "small" for c in configs.values()))
     peer = {k: PEERS.get(k.split("@")[0]) for k in configs}
+    profiles = {c.clock: measure.resolve(c.clock, pair) for c in configs.values()}  # each clock resolved once
     matches, total, failures = 0, 0, []
     for q in tqdm(prompts, desc="check-lossless", disable=args.json):
         ids = encode_prompt(pair.tokenizer, q["turns"][0])
@@ -113,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
                                        do_sample=False, attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=pair.device))
         ref = out[0, len(ids):].tolist()
         for s, cfg in configs.items():
-            ours = (peer[s] or TreeGraftDecoder)(pair, with_profile(cfg, pair)).generate(ids, max_new_tokens=args.max_new_tokens).token_ids
+            dec = (peer[s] or TreeGraftDecoder)(pair, cfg, profile=profiles[cfg.clock])
+            ours = dec.generate(ids, max_new_tokens=args.max_new_tokens).token_ids
             total += 1
             if ours == ref:
                 matches += 1

@@ -185,16 +185,6 @@ def config_from_args(args: argparse.Namespace, **overrides):
     return DecodeConfig(**kw)
 
 
-def with_profile(config, pair):
-    """`config` with its clock resolved to a `DeviceProfile` once, here at the command's edge
-    (clock "wall": this device's profile, measured on first use and cached)."""
-    from dataclasses import replace
-
-    from treegraft_lab import measure
-
-    return replace(config, clock=measure.resolve(config.clock, pair))
-
-
 def int_or_auto(text: str, flag: str) -> int:
     from treegraft_lab.errors import TreeGraftError
 

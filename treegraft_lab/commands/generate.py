@@ -14,7 +14,6 @@ from treegraft_lab.commands.common import (
     config_from_args,
     growth_from_args,
     load_pair_from_args,
-    with_profile,
 )
 
 
@@ -28,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from treegraft_lab import measure
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.hooks import record
 
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if config.schedule_name == "adaptive":
         check_scheduler(args, [("wall", config.prune)], growth_from_args(args))
     pair = load_pair_from_args(args, require_mid=config.schedule_name not in ("small",))
-    dec = TreeGraftDecoder(pair, with_profile(config, pair))
+    dec = TreeGraftDecoder(pair, config, profile=measure.resolve(config.clock, pair))  # resolved once, here
     if args.record:
         with record(dec) as rec:
             gen = dec.generate(args.prompt, max_new_tokens=args.max_new_tokens)

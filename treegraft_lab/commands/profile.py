@@ -149,9 +149,9 @@ def run_rounds(args: argparse.Namespace) -> int:
     out: dict = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).removeprefix("torch.")}
     out["ngram_step_ms"] = measure.small_step_ms(pair.tokenizer, args.context, repeats=200)
     out["schedules"] = {}
-    here = measure.for_pair(pair)
+    here = measure.resolve("wall", pair)  # resolved once, handed to every decoder
     for s in schedules:
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=args.budget, clock=here))
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=args.budget), profile=here)
         dec.generate(prompts[0]["turns"][0], max_new_tokens=8)  # warm-up
         rows = [dec.generate(q["turns"][0], max_new_tokens=args.max_new_tokens).stats for q in prompts]
         tot = {k: sum(r[k] for r in rows) for k in ("new_tokens", "rounds", "forward_s", "overhead_s", "draft_s", "verify_s")}

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     ratios = _ratios(args.ratios)
     folder = args.replays or regime.replay_folder(args.pair, args.growth)
     base = costs.load(args.profile)
-    cfg = regime.map_config(args.growth, base)
+    cfg = regime.map_config(args.growth, args.profile)
     if args.mids is not None:
         return _mid_axis(args, base, cfg, ratios)
     if args.heatmap:
@@ -123,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
                 "dtype": str(pair.dtype)}
         if args.collect:
             have = regime.load(folder)[0] if (folder / "replays.parquet").is_file() else None
-            df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have)
+            df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have,
+                                profile=base)
             regime.save(df, folder, {**meta, "starts_cap": args.starts})
         if args.decode:
             folder.mkdir(parents=True, exist_ok=True)

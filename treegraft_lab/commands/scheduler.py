@@ -57,15 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def measure_overhead(pair_name: str, folder: Path, max_new: int = 48) -> dict:
     """Decode one train prompt with the adaptive schedule; time every decision and verification."""
-    from treegraft_lab import load_pair, load_prompts
-    from treegraft_lab.commands.common import with_profile
+    from treegraft_lab import load_pair, load_prompts, measure
     from treegraft_lab.config import DecodeConfig
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.schedule.adaptive import settings_of
 
     pair = load_pair(pair_name)
     cfg = DecodeConfig(schedule="adaptive", scheduler_path=str(folder), **settings_of(folder))
-    dec = TreeGraftDecoder(pair, with_profile(cfg, pair))
+    dec = TreeGraftDecoder(pair, cfg, profile=measure.resolve(cfg.clock, pair))
     policy, decide_ms = dec.policy, []
     inner = policy.decide
 
@@ -121,8 +120,8 @@ def compare(args: argparse.Namespace) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     pair = load_pair(args.pair, dtype=args.dtype)
-    here = measure.for_pair(pair)
-    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget, prune=args.prune, clock=here)) for s in scheds}
+    here = measure.resolve("wall", pair)  # resolved once, handed to every decoder
+    decs = {s: TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=budget, prune=args.prune), profile=here) for s in scheds}
     rows = []
     for i, p in list(enumerate(prompts))[k::n]:
         for s in scheds[i % len(scheds):] + scheds[: i % len(scheds)]:

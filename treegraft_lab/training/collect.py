@@ -127,8 +127,8 @@ def _write(df: pd.DataFrame, path: Path) -> None:
 def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, profile: DeviceProfile | None = None,
                   meta: dict | None = None, progress: bool = True, save_every_s: float = 120.0) -> Path:
     """Collect this shard's prompts into `out_dir` (resumable: prompts already written are skipped).
-    `profile`: the resolved profile to prune and price with (None: the decode settings' clock, as
-    the decoder looks it up)."""
+    `profile`: the resolved profile to prune and price with (None: this device's, read from the
+    cache `measure.for_pair` left); the shard's meta records its name as the decode clock."""
     i, n = cfg.shard
     if not 0 <= i < n:
         raise TreeGraftError(f"shard {i}/{n}: need 0 <= i < n")
@@ -142,8 +142,8 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         old = pd.read_parquet(rows_p)
         rows, calls = old.to_dict("records"), pd.read_parquet(calls_p).to_dict("records")
         done = set(old["qid"].astype(str))
-    dcfg = replace(collect_config(cfg.decode), schedule="mid", temperature=0.0, clock=profile or "wall")
-    dec = TreeGraftDecoder(pair, dcfg)
+    dcfg = replace(collect_config(cfg.decode), schedule="mid", temperature=0.0, clock="wall")
+    dec = TreeGraftDecoder(pair, dcfg, profile=profile)  # None: this device's, read from its cache
     prof = dec.profile
     stop = eos_ids(pair.tokenizer, pair.target)
     rng = random.Random(f"{cfg.seed}-{i}-{n}")
@@ -159,7 +159,7 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         _write(apply_costs(df, prof, cfg.decode), rows_p)
         _write(cl, calls_p)
         info = {"format": "treegraft-trajectories/1", "pair": pair.name, "shard": [i, n], "collect": asdict(cfg),
-                "decode": dcfg.to_dict(), "prompts_done": len({r["qid"] for r in rows}), "states": int(df["state"].nunique()),
+                "decode": {**dcfg.to_dict(), "clock": prof.name}, "prompts_done": len({r["qid"] for r in rows}), "states": int(df["state"].nunique()),
                 "profile": prof.to_dict(), "complete": final, **(meta or {})}
         meta_p.write_text(json.dumps(info, indent=1, default=str) + "\n")
 
