@@ -187,7 +187,8 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
     ratios = sorted(c["ratio"].unique())
     panels = [("oracle_gain", "oracle / better endpoint")]
     if scheduler is not None:
-        panels.append((f"{scheduler}_gain", f"{scheduler} / better endpoint (grey: not priced)"))
+        unpriced = f"{scheduler}_gain" not in c or c[f"{scheduler}_gain"].isna().any()
+        panels.append((f"{scheduler}_gain", f"{scheduler} / better endpoint" + (" (grey: not priced)" if unpriced else "")))
     panels.append(("better", "better endpoint (S: all-small, M: all-mid) and its speedup"))
     h = 0.45 * len(rows) + 0.9
     extra = 1.6 if paper else 0.0
