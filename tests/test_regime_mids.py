@@ -268,10 +268,17 @@ def test_notebook_08_draws_the_map_over_mid_drafters_with_the_scheduler_and_says
     (fig,) = [c for c in nb.cells if "mid_axis_figure(axis" in c.source]
     (read,) = [c for c in nb.cells if "regime.acceptance(axis.cells" in c.source]
     assert "figure" in fig.metadata.get("tags", []) and any("image/png" in o.get("data", {}) for o in fig.outputs)
-    ax = regime.mid_axis(["smollm2-pocket", "smollm2-int8", "smollm2-self"], costs.load("a100-paper"),
+    ax = regime.mid_axis(list(regime.STORED_MIDS), costs.load("a100-paper"),
                          sorted([*regime.log_ratios(0.02, 1.0, 6), 0.6]))
     printed = "".join(o.get("text", "") for o in calc.outputs if o.output_type == "stream")
     assert regime.cells_markdown(ax.cells, ax.rules) in printed and all(n in printed for n in ax.notes)
     shown = "".join(o["data"].get("text/markdown", "") for o in read.outputs if o.output_type == "execute_result")
     assert regime.acceptance_text(regime.acceptance(ax.cells, ax.scheduler), ax.scheduler) in shown
     assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+
+
+def test_the_map_holds_every_mid_drafter_whose_replays_are_stored():
+    from treegraft_lab.paths import DATA_DIR
+
+    stored = {p.parent.name.removesuffix("-lookup-topk") for p in (DATA_DIR / "regime").glob("*-lookup-topk/replays.parquet")}
+    assert set(regime.STORED_MIDS) == stored

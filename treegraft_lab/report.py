@@ -379,16 +379,13 @@ def regime_section() -> str:
             f"prefill excluded, {meta['max_new']} new tokens; only the pattern carries over):\n\n{beside}")
 
 
-MIDS = ("smollm2-pocket", "smollm2-int8", "smollm2-self")  # the mid drafters the two-axis map holds
-
-
 def regime_mids_section() -> str:
     """The regime map's second axis: the mid drafters' cells (oracle, family scheduler, the fitted
     rules over the better endpoint) and the acceptance count, from the stored replays and decodes."""
     from treegraft_lab import costs, regime
 
     prov = json.loads((DATA_DIR / "regime" / "mids-provenance.json").read_text())
-    ax = regime.mid_axis(list(MIDS), costs.load("a100-paper"), sorted({*regime.log_ratios(0.02, 1.0, 6), 0.6}))
+    ax = regime.mid_axis(list(regime.STORED_MIDS), costs.load("a100-paper"), sorted({*regime.log_ratios(0.02, 1.0, 6), 0.6}))
     rules = (f"The switching rules fitted beside the scheduler ({', '.join(ax.rules)}), over the better endpoint "
              f"(the oracle's first):\n\n{regime.cells_markdown(ax.cells, ax.rules)}\n\n") if ax.rules else ""
     notes = "".join(f"- {n}\n" for n in ax.notes)
