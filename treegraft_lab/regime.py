@@ -612,7 +612,7 @@ def fitted_rules(pair: str, config: DecodeConfig, profile: DeviceProfile) -> dic
 
 
 MAP_SCHEDULES = ("all-small", "all-mid", "oracle")
-STORED_MIDS = ("smollm2-pocket", "smollm2-int8", "smollm2-self")  # the pairs whose replays data/regime holds, for the map
+STORED_MIDS = ("smollm2-pocket", "smollm2-cut28", "smollm2-int8", "smollm2-self")  # the pairs whose replays data/regime holds, for the map
 
 
 @dataclass
