@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -157,6 +157,24 @@ class Replays:
             j += int(lf["accepted"]) + 1
         return {"tokens": self.length, "ms": ms, "rounds": len(run), "accepted": acc,
                 "mid_calls": sum(m.count("1") for m in run), "schedules": " ".join(run)}
+
+    def follows(self, schedules: str) -> bool:
+        """Whether a recorded run (each round's mask, space-separated, in order: `decode`'s
+        "schedules") stays on replayed starts until this answer's end."""
+        j = 0
+        for m in schedules.split():
+            if j >= self.length:
+                break
+            if (j, m) not in self.rows:
+                return False
+            j += int(self.rows[(j, m)]["accepted"]) + 1
+        return j >= self.length
+
+    def follow(self, profile: DeviceProfile, schedules: str) -> dict:
+        """`walk` of a recorded run: round i runs the run's i-th mask. A real decode's decisions,
+        priced through the replays (so cut to their answer length); check `follows` first."""
+        run = iter(schedules.split())
+        return self.walk(profile, lambda j, b: next(run))
 
     def covers(self, mask: str) -> bool:
         """Whether every start the fixed `mask`'s walk reaches was replayed."""
@@ -505,11 +523,12 @@ def cells(m: pd.DataFrame, schedulers: list[str] | None = None) -> pd.DataFrame:
     return out.reset_index().sort_values(["agreement", "ratio"], kind="stable", ignore_index=True)
 
 
-def cells_markdown(c: pd.DataFrame) -> str:
+def cells_markdown(c: pd.DataFrame, gains: list[str] | None = None) -> str:
     """`cells` as a markdown table: one row per mid drafter, one column per ratio, each cell
-    "oracle / better endpoint (S|M)" with S = all-small better, M = all-mid better, and any
-    scheduler's gain after a slash."""
-    gains = [col for col in c.columns if col.endswith("_gain") and col != "oracle_gain"]
+    "oracle / better endpoint (S|M)" with S = all-small better, M = all-mid better, and the gain
+    of each scheduler in `gains` (default: every one in `c`) after a slash where it was priced."""
+    gains = ([f"{g}_gain" for g in gains] if gains is not None
+             else [col for col in c.columns if col.endswith("_gain") and col != "oracle_gain"])
     ratios = sorted(c["ratio"].unique())
     head = ["mid drafter (agreement)", *[f"{r:g}" for r in ratios]]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -521,7 +540,7 @@ def cells_markdown(c: pd.DataFrame) -> str:
                 row.append("")
                 continue
             x = g.loc[r]
-            extra = "".join(f" / {x[s]:.3f}" for s in gains if pd.notna(x[s]))
+            extra = "".join(f" / {x[s]:.3f}" for s in gains if pd.notna(x.get(s, np.nan)))
             row.append(f"{x['oracle_gain']:.3f}{extra} ({'M' if x['better'] == 'all-mid' else 'S'})")
         out.append("| " + " | ".join(row) + " |")
     return "\n".join(out)
@@ -542,3 +561,132 @@ def common_prompts(frames: dict[str, pd.DataFrame], max_new: int) -> dict[str, p
         d.loc[cut, "ended"] = False
         out[name] = d
     return out
+
+
+def replay_cpu(folder: str | Path) -> str:
+    """The CPU a replay folder was collected on: `provenance.json`'s "cpu" (else its "machine"),
+    "CPU not recorded" when the folder records none."""
+    path = Path(folder) / "provenance.json"
+    prov = json.loads(path.read_text()) if path.is_file() else {}
+    return str(prov.get("cpu") or prov.get("machine") or "CPU not recorded")
+
+
+def refollow(reps: list[Replays], runs: pd.DataFrame, base: DeviceProfile, ratios: list[float]) -> tuple[pd.DataFrame, int]:
+    """Stored decodes (`load_decodes` rows with "schedules") priced through `reps` at the map's
+    ratios: each run's recorded masks walked round by round (`Replays.follow`), so a decode of
+    more tokens is cut to the replays' answers. Rows as `priced` has them; and how many runs were
+    left out (they reach a start the replays lack, or their prompt is not in `reps`)."""
+    by_qid = {r.qid: r for r in reps}
+    profs = ratio_profiles(base, ratios)
+    rows, left = [], 0
+    for x in runs.to_dict("records"):
+        rep = by_qid.get(str(x["qid"]))
+        at = [(r, p) for r, p in profs if math.isclose(r, x["ratio"], rel_tol=5e-4)]
+        if rep is None or not at or not rep.follows(x["schedules"]):
+            left += 1
+            continue
+        r, prof = at[0]
+        out = rep.follow(prof, x["schedules"])
+        rows.append({"qid": rep.qid, "category": rep.category, "schedule": x["schedule"], **out,
+                     "speedup": rep.length * prof.target_ms(1) / out["ms"], "ratio": r})
+    return pd.DataFrame(rows), left
+
+
+RULES = ("rule:match", "rule:score")
+
+
+def rule_mask(rule: str, value: float, depth: int) -> str | None:
+    """The fixed mask a switching rule runs when its decision reads no signal: at a value <= 0 it
+    never calls the mid drafter (`RulePolicy.decide`), so it is all-small. None otherwise: its
+    decisions read the scheduler's signals, which replays do not store."""
+    if rule not in RULES:
+        raise TreeGraftError(f"unknown switching rule {rule!r}; rules: {', '.join(RULES)}")
+    return "0" * depth if value <= 0 else None
+
+
+def fitted_rules(pair: str, config: DecodeConfig, profile: DeviceProfile) -> dict[str, float]:
+    """The switching rules' fitted values for `config`'s trees on `profile`'s class
+    (data/scheduler/<pair>/rules.json, `treegraft-lab fit-rules`): rule -> value; {} if none."""
+    from treegraft_lab.schedule.rules import read_fitted, rules_key
+
+    got = read_fitted(pair).get(rules_key(config, profile), {})
+    return {r: float(got[r]["value"]) for r in RULES if r in got}
+
+
+MAP_SCHEDULES = ("all-small", "all-mid", "oracle")
+STORED_MIDS = ("smollm2-pocket", "smollm2-cut28", "smollm2-int8", "smollm2-self")  # the pairs whose replays data/regime holds, for the map
+
+
+@dataclass
+class MidAxis:
+    """The map over mid drafters: `cells` (`cells` rows: gains of the oracle, `scheduler` and the
+    rules over the better endpoint), the prompts and answer length all were priced on, each
+    mid drafter's CPU (`replay_cpu`), the rules' names, and `notes`: what could not be priced and why."""
+
+    cells: pd.DataFrame
+    prompts: list[str]
+    max_new: int
+    cpus: dict[str, str]
+    scheduler: str
+    rules: list[str]
+    notes: list[str]
+
+
+def mid_axis(pairs: list[str], base: DeviceProfile, ratios: list[float], growth: str = "lookup",
+             scheduler: str = "adaptive-family", rules_of: str | None = None,
+             schedules: tuple[str, ...] = MAP_SCHEDULES) -> MidAxis:
+    """Price every pair's stored replays at `ratios` of `base` on the prompts they all hold, cut to
+    the shortest answers (`common_prompts`); `scheduler`'s stored decodes of each pair
+    (decodes-<base>-<scheduler>.parquet) as they are when they ran that many tokens, else re-walked
+    through the cut replays (`refollow`); the switching rules fitted for `rules_of`'s scheduler
+    (`fitted_rules`) where they need no signal (`rule_mask`). No model runs."""
+    from treegraft_lab.presets import DEFAULT_PAIR
+
+    cfg = map_config(growth)
+    agreement = {p: mid_agreement(p) for p in pairs}  # a missing card is refused before any pricing
+    loaded = {p: load(replay_folder(p, growth)) for p in pairs}
+    max_new = min(int(meta.get("max_new", 64)) for _, meta in loaded.values())
+    frames = common_prompts({p: df for p, (df, _) in loaded.items()}, max_new)
+    rules = fitted_rules(rules_of or DEFAULT_PAIR, cfg, base)
+    notes = [f"{r}={v:g}: its decisions read signals the replays do not store: not priced"
+             for r, v in rules.items() if rule_mask(r, v, cfg.depth) is None]
+    maps = {}
+    for p in pairs:
+        reps = split(frames[p], cfg.depth)
+        rows = [priced(reps, base, ratios, list(schedules))]
+        rows += [priced(reps, base, ratios, [m]).assign(schedule=f"{r}={v:g}")
+                 for r, v in rules.items() if (m := rule_mask(r, v, cfg.depth))]
+        runs = load_decodes(replay_folder(p, growth), base.name, reps, ratios)
+        runs = runs[runs["schedule"] == scheduler] if len(runs) else runs.iloc[:0]
+        if int(loaded[p][1].get("max_new", max_new)) > max_new and len(runs):  # longer decodes: re-walked, cut
+            runs, left = refollow(reps, runs, base, ratios)
+            if left:
+                notes.append(f"{p}: {left} {scheduler} runs reach a start its replays lack: left out")
+        if not len(runs):
+            notes.append(f"{p}: no stored {scheduler} decodes (decodes-{base.name}-{scheduler}.parquet) and its "
+                         f"replays store no scheduler signals: not priced")
+        maps[p] = (agreement[p], by_ratio(pd.concat([*rows, runs], ignore_index=True)))
+    c = cells(mid_axis_map(maps), [scheduler, *(f"{r}={v:g}" for r, v in rules.items())])
+    return MidAxis(c, sorted(frames[pairs[0]]["qid"].unique()), max_new,
+                   {p: replay_cpu(replay_folder(p, growth)) for p in pairs}, scheduler,
+                   [f"{r}={v:g}" for r, v in rules.items()], notes)
+
+
+def acceptance(c: pd.DataFrame, scheduler: str, oracle_min: float = 1.15, reach: float = 1.05) -> dict:
+    """Among the cells where the oracle is at least `oracle_min` x the better endpoint: how many
+    ("cells"), at how many `scheduler` was priced ("priced"), and at how many it reaches at least
+    `reach` x the better endpoint ("reached")."""
+    hot = c[c["oracle_gain"] >= oracle_min]
+    g = hot[f"{scheduler}_gain"] if f"{scheduler}_gain" in hot else pd.Series(np.nan, index=hot.index)
+    return {"cells": len(hot), "priced": int(g.notna().sum()), "reached": int((g >= reach).sum()),
+            "oracle_min": oracle_min, "reach": reach}
+
+
+def acceptance_text(a: dict, scheduler: str) -> str:
+    """`acceptance` in one sentence."""
+    head = (f"In {a['cells']} cells the oracle is at least {a['oracle_min']:g}x the better endpoint; "
+            f"{scheduler} reaches at least {a['reach']:g}x it in {a['reached']}")
+    if a["priced"] == a["cells"]:
+        return head + f" of them ({a['reached']}/{a['cells']})."
+    return head + (f" of the {a['priced']} it was priced at ({a['cells'] - a['priced']} not priced): "
+                   f"{a['reached']}/{a['cells']} of all.")

@@ -402,6 +402,29 @@ def regime_section() -> str:
             f"prefill excluded, {meta['max_new']} new tokens; only the pattern carries over):\n\n{beside}")
 
 
+def regime_mids_section() -> str:
+    """The regime map's second axis: the mid drafters' cells (oracle, family scheduler, the fitted
+    rules over the better endpoint) and the acceptance count, from the stored replays and decodes."""
+    from treegraft_lab import costs, regime
+
+    prov = json.loads((DATA_DIR / "regime" / "mids-provenance.json").read_text())
+    ax = regime.mid_axis(list(regime.STORED_MIDS), costs.load("a100-paper"), sorted({*regime.log_ratios(0.02, 1.0, 6), 0.6}))
+    rules = (f"The switching rules fitted beside the scheduler ({', '.join(ax.rules)}), over the better endpoint "
+             f"(the oracle's first):\n\n{regime.cells_markdown(ax.cells, ax.rules)}\n\n") if ax.rules else ""
+    notes = "".join(f"- {n}\n" for n in ax.notes)
+    return ("### The second axis: the mid drafter\n\nThe map over the mid drafter's greedy agreement with the target "
+            "(its card) and T_mid / T_tgt, on the eval prompts all their replays hold, cut to the shortest answers "
+            f"stored: {len(ax.prompts)} prompts ({', '.join(ax.prompts)}), their first {ax.max_new} tokens. Each cell: "
+            f"the oracle over the better endpoint, then {ax.scheduler} over it where its decisions are stored (its real "
+            "decodes; those of more tokens walked round by round through the cut replays); S: all-small is the better "
+            "endpoint, M: all-mid. The paper gives no per-pair T_mid / T_tgt nor agreement: its pairs are in the table "
+            "under the heatmaps, at a100-paper's ratio.\n\n"
+            f"{provenance(prov['commands'], prov['machine'], prov['date'], 'data/regime/<pair>-lookup-topk')}\n\n"
+            f"![regime map over mid drafters](img/regime-mids.png)\n\n{regime.cells_markdown(ax.cells, [ax.scheduler])}"
+            f"\n\n{rules}{notes + chr(10) if notes else ''}"
+            f"{regime.acceptance_text(regime.acceptance(ax.cells, ax.scheduler), ax.scheduler)}")
+
+
 # --- schedulers and the mid drafter -------------------------------------------------------------
 
 
@@ -448,7 +471,8 @@ target forwards, bonus included. Why each setting is what it is: [performance.md
 def sections() -> list[Callable[[], str]]:
     """The page's sections, in order."""
     return [lambda: "## The speed default: lookup growth, n-gram + recycling small drafter",
-            lambda: speed_default_wall("validation"), lambda: speed_default_wall("eval"), speed_default_modelled, peers_modelled, small_drafters_section, regime_section,
+            lambda: speed_default_wall("validation"), lambda: speed_default_wall("eval"), speed_default_modelled,
+            peers_modelled, small_drafters_section, regime_section, regime_mids_section,
             lambda: "## Tree growth", growth_section, lookup_growth_section,
             lambda: "## The paper's tables", paper_tables, full_growth_wall, specbench_section,
             forward_cost_section, schedulers_section, mid_drafter_section,

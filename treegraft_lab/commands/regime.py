@@ -178,10 +178,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _mid_axis(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
-    """`--mids`: price every pair's stored replays (and stored decodes) at the ratios; print the
-    (agreement x ratio) cells, and draw the heatmap with `--heatmap`. No model runs."""
-    import pandas as pd
-
+    """`--mids`: price every pair's stored replays (and the family scheduler's stored decodes) at the
+    ratios; print the (agreement x ratio) cells, the switching rules' and the acceptance count, and
+    draw the heatmap with `--heatmap`. No model runs."""
     from treegraft_lab import costs, regime
     from treegraft_lab.commands.common import check_pair
 
@@ -192,32 +191,36 @@ def _mid_axis(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
         raise TreeGraftError("--mids: name the pairs, e.g. --mids smollm2-pocket,smollm2-int8,smollm2-self")
     for p in pairs:
         check_pair(p)
-    agreement = {p: regime.mid_agreement(p) for p in pairs}  # a missing card is refused before any pricing
-    loaded = {p: regime.load(regime.replay_folder(p, args.growth)) for p in pairs}
-    max_new = min(int(meta.get("max_new", args.max_new)) for _, meta in loaded.values())
-    frames = regime.common_prompts({p: df for p, (df, _) in loaded.items()}, max_new)
-    maps = {}
-    for p in pairs:
-        reps = regime.split(frames[p], cfg.depth)
-        rows = regime.priced(reps, base, ratios, args.schedules.split(","))
-        runs = regime.load_decodes(regime.replay_folder(p, args.growth), base.name, reps, ratios)
-        cut = int(loaded[p][1].get("max_new", max_new)) > max_new
-        if cut and len(runs):  # a stored decode cannot be cut to fewer tokens
-            print(f"{p}: its stored decodes ran {loaded[p][1].get('max_new')} tokens, more than {max_new}: left out")
-        maps[p] = (agreement[p], regime.by_ratio(pd.concat([rows, runs.iloc[:0] if cut else runs])))
-        print(f"{p}: agreement {agreement[p]:.3f} (its card), {len(reps)} common eval prompts, first {max_new} tokens")
-    c = regime.cells(regime.mid_axis_map(maps))
-    print(f"oracle / better endpoint (S: all-small better, M: all-mid better; decoded schedulers after a slash), "
-          f"modelled on {base.name} with T_mid/T_tgt scaled")
-    print(regime.cells_markdown(c))
+    ax = regime.mid_axis(pairs, base, ratios, args.growth, MAP_SCHEDULER, args.pair, tuple(args.schedules.split(",")))
+    for p, (_, a) in zip(pairs, _agreements(ax.cells, pairs)):
+        print(f"{p}: agreement {a:.3f} (its card), {len(ax.prompts)} common eval prompts, first {ax.max_new} tokens; "
+              f"replays collected on {ax.cpus[p]}")
+    for note in ax.notes:
+        print(note)
+    print(f"oracle / better endpoint, then {ax.scheduler} / better endpoint where priced (S: all-small better, "
+          f"M: all-mid better), modelled on {base.name} with T_mid/T_tgt scaled")
+    print(regime.cells_markdown(ax.cells, [ax.scheduler]))
+    if ax.rules:
+        print(f"the switching rules fitted beside {args.pair}'s scheduler, over the better endpoint "
+              f"(oracle first): {', '.join(ax.rules)}")
+        print(regime.cells_markdown(ax.cells, ax.rules))
+    print("acceptance: " + regime.acceptance_text(regime.acceptance(ax.cells, ax.scheduler), ax.scheduler))
     if args.heatmap:
-        from treegraft_lab.viz.regime import mid_axis_figure
+        from treegraft_lab import paper
+        from treegraft_lab.viz.regime import mid_axis_figure, mid_axis_title
 
-        gains = [col.removesuffix("_gain") for col in c.columns if col.endswith("_gain") and col != "oracle_gain"]
         tt, tm = costs.scheduler_costs(base, cfg)
-        fig = mid_axis_figure(c, gains[0] if gains else None, {base.name: tm / tt},
-                              f"regime map over mid drafters: {args.growth} growth, top-k 63; modelled on {base.name}")
+        fig = mid_axis_figure(ax.cells, ax.scheduler, {base.name: tm / tt}, mid_axis_title(ax, base.name, args.growth),
+                              paper=paper.MAIN, paper_how=paper.MAIN_HOW)
         args.heatmap.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(args.heatmap, dpi=110)
         print(f"heatmap: {args.heatmap}")
     return 0
+
+
+MAP_SCHEDULER = "adaptive-family"  # the scheduler the map prices: the family artifact's stored decodes
+
+
+def _agreements(c, pairs: list[str]) -> list[tuple[str, float]]:
+    a = c.drop_duplicates("mid").set_index("mid")["agreement"]
+    return [(p, float(a[p])) for p in pairs]

@@ -126,14 +126,60 @@ def steps_figure(shares: pd.DataFrame, schedules: list[str], marks: dict[str, fl
     return fig
 
 
+def cpus_text(cpus: dict[str, str]) -> str:
+    """The CPUs replays were collected on, each with the mid drafters collected there: one CPU is
+    named once; several as "CPU (a, b); CPU (c)"."""
+    by: dict[str, list[str]] = {}
+    for mid, cpu in cpus.items():
+        by.setdefault(cpu, []).append(mid)
+    if len(by) == 1:
+        return next(iter(by))
+    return "; ".join(f"{cpu} ({', '.join(mids)})" for cpu, mids in by.items())
+
+
+def mid_axis_title(ax, profile: str, growth: str = "lookup") -> str:
+    """The heatmap's title from a `regime.MidAxis`: what it was priced on (prompts, tokens, trees,
+    profile) and the CPUs its replays were collected on."""
+    return (f"regime map over mid drafters: {len(ax.prompts)} eval prompts, first {ax.max_new} tokens, {growth} growth, "
+            f"top-k 63\nmodelled on {profile} with T_mid scaled; replays collected on\n{cpus_text(ax.cpus)}")
+
+
+PAPER_TAG = "paper's pairs"  # the x tick tag of the ratio the paper's pairs are set at
+
+
+def paper_rows(main: list[tuple]) -> list[list[str]]:
+    """The paper's main-table rows (pair, all-small, all-mid, TreeGraft, n) as the heatmap's table
+    prints them, with the better endpoint and TreeGraft over it (derived from those numbers)."""
+    out = []
+    for name, small, mid, tg, n in main:
+        best = max(small, mid)
+        out.append([name, f"{small:.2f}x", f"{mid:.2f}x", f"{tg:.2f}x", "M" if mid > small else "S", f"{tg / best:.3f}", str(n)])
+    return out
+
+
+def _paper_table(ax, main: list[tuple], how: str, at: str) -> None:
+    ax.axis("off")
+    cols = ["the paper's pair", "all-small", "all-mid", "TreeGraft", "better", "TreeGraft / better", "n"]
+    t = ax.table(cellText=paper_rows(main), colLabels=cols, loc="center", cellLoc="center",
+                 colWidths=[0.22, 0.11, 0.11, 0.11, 0.09, 0.16, 0.08])
+    t.auto_set_font_size(False)
+    t.set_fontsize(7.5)
+    t.scale(1.0, 1.15)
+    ax.set_title(f"the paper's pairs ({how}): it reports no per-pair T_mid / T_tgt and no agreement,\n"
+                 f"so they sit on the ratio axis only, at {at} (the authors' release's mean T_mid / T_tgt)",
+                 fontsize=8.5)
+
+
 def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: dict[str, float] | None = None,
-                    title: str = "") -> PlotFigure:
+                    title: str = "", paper: list[tuple] | None = None, paper_how: str = "") -> PlotFigure:
     """The regime map over both axes (`regime.cells` rows): heatmaps with one row per mid drafter
     (its greedy agreement with the target, lowest at the bottom) and one column per cost ratio
     T_mid / T_tgt, of the oracle over the better endpoint, of `scheduler` over the better endpoint
-    (`<scheduler>_gain`; cells it was not decoded at are grey), and of which endpoint is better
+    (`<scheduler>_gain`; cells it was not priced at are grey), and of which endpoint is better
     (S: all-small, M: all-mid, with the better one's speedup over plain decoding). Every value is
-    printed in its cell. A ratio within 2% of a `marks` ratio is labelled with its name."""
+    printed in its cell. A ratio within 2% of a `marks` ratio is labelled with its name. `paper`:
+    the paper's main-table rows (`paper.MAIN`), set under the heatmaps as a table and tagged on
+    the first mark's column, the ratio axis only (the paper gives no agreement)."""
     import matplotlib as mpl
 
     c = cells.sort_values(["agreement", "ratio"])
@@ -141,10 +187,15 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
     ratios = sorted(c["ratio"].unique())
     panels = [("oracle_gain", "oracle / better endpoint")]
     if scheduler is not None:
-        panels.append((f"{scheduler}_gain", f"{scheduler} / better endpoint"))
+        unpriced = f"{scheduler}_gain" not in c or c[f"{scheduler}_gain"].isna().any()
+        panels.append((f"{scheduler}_gain", f"{scheduler} / better endpoint" + (" (grey: not priced)" if unpriced else "")))
     panels.append(("better", "better endpoint (S: all-small, M: all-mid) and its speedup"))
-    fig = PlotFigure(figsize=(8.4, 1.2 + (0.45 * len(rows) + 0.9) * len(panels)), layout="constrained")
-    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    h = 0.45 * len(rows) + 0.9
+    extra = 1.6 if paper else 0.0
+    fig = PlotFigure(figsize=(8.4, 1.2 + h * len(panels) + extra), layout="constrained")
+    spec = fig.add_gridspec(len(panels) + bool(paper), 1, height_ratios=[h] * len(panels) + ([extra] if paper else []))
+    axes = [fig.add_subplot(spec[i, 0]) for i in range(len(panels))]
+    at = next(iter(marks or {}), None)
 
     def grid(col: str) -> np.ndarray:
         out = np.full((len(rows), len(ratios)), np.nan)
@@ -155,6 +206,16 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
                     v = g.loc[r, col]
                     out[i, j] = (1.0 if v == "all-mid" else 0.0) if col == "better" else float(v)
         return out
+
+    def tag(r: float, last: bool) -> str:
+        name = next((k for k, v in (marks or {}).items() if abs(np.log(v / r)) < 0.02), None)
+        if name is None:
+            return ""
+        return f"\n{name}" + (f"\n\u25b2 {PAPER_TAG}" if paper and last and name == at else "")
+
+    gains = [grid(col) for col, _ in panels if col != "better"]
+    top = max([1.15, *(float(np.nanmax(z)) for z in gains if np.isfinite(z).any())])
+    norm = mpl.colors.TwoSlopeNorm(vcenter=1.0, vmin=2.0 - top, vmax=top)  # one scale for every gain panel, centred on a tie
 
     for ax, (col, label) in zip(axes, panels):
         z = grid(col)
@@ -167,23 +228,19 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
                     ax.text(j, i, f"{'M' if v else 'S'} {speed[i, j]:.2f}x", ha="center", va="center", fontsize=7)
         else:
             cmap = mpl.colormaps["RdYlGn"].with_extremes(bad="#e6e6e6")
-            hi = max(1.15, float(np.nanmax(z)) if np.isfinite(z).any() else 1.15)  # centred on 1 (a tie)
-            norm = mpl.colors.TwoSlopeNorm(vcenter=1.0, vmin=2.0 - hi, vmax=hi)
             im = ax.imshow(np.ma.masked_invalid(z), norm=norm, cmap=cmap, aspect="auto")
             for (i, j), v in np.ndenumerate(z):
                 if np.isfinite(v):
                     dark = abs(norm(v) - 0.5) > 0.35
                     ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
             fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
-        labels = []
-        for r in ratios:
-            tag = next((f"\n{k}" for k, v in (marks or {}).items() if abs(np.log(v / r)) < 0.02), "")
-            labels.append(f"{r:.3g}{tag}")
-        ax.set_xticks(range(len(ratios)), labels, fontsize=8)
+        ax.set_xticks(range(len(ratios)), [f"{r:.3g}{tag(r, ax is axes[-1])}" for r in ratios], fontsize=8)
         ax.set_yticks(range(len(rows)), [f"{m} ({a:.2f})" for m, a in rows], fontsize=8)
         ax.set_ylabel("mid drafter (agreement)", fontsize=8)
         ax.set_title(label, fontsize=10)
     axes[-1].set_xlabel("T_mid / T_tgt")
+    if paper:
+        _paper_table(fig.add_subplot(spec[-1, 0]), paper, paper_how, f"{at}'s column" if at else "no marked ratio")
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(title, fontsize=10)
     return fig
