@@ -55,6 +55,14 @@ def test_a_derived_mid_decodes_exactly_as_plain_greedy_decoding(tiny_llama_dir, 
     assert got == ref
 
 
+def test_an_int8_mid_counts_as_large_as_its_target_so_a_profile_may_find_it_as_dear(tiny_llama_dir, tmp_path):
+    from treegraft_lab import measure
+
+    pair = models.load_pair(target=tiny_llama_dir, mid=_mid_folder(tmp_path, "int8"), dtype="float32")
+    assert measure.compute_params(pair.mid) == measure.compute_params(pair.target)  # packed int8 weights counted
+    assert not measure.mid_is_smaller(pair)  # no "a smaller mid must be cheaper" check for quantised self-speculation
+
+
 def test_the_self_mid_agrees_with_the_target_everywhere(tiny_llama_dir, tmp_path):
     pair = models.load_pair(target=tiny_llama_dir, mid=_mid_folder(tmp_path, "self"), dtype="float32")
     assert pair.mid is not pair.target

@@ -252,10 +252,15 @@ def rel_spread(times: list[float]) -> float:
 
 
 def compute_params(model) -> int:
-    """Parameters a forward multiplies by (the input embedding, a lookup, left out)."""
+    """Parameters a forward multiplies by (the input embedding, a lookup, left out), the weights of
+    dynamically quantised linears included (packed, they are not `parameters()`: an int8 copy of the
+    target has as many as the target)."""
     emb = model.get_input_embeddings()
     skip = {id(p) for p in emb.parameters()} if emb is not None else set()
-    return sum(p.numel() for p in model.parameters() if id(p) not in skip)
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
+
+    packed = sum(m.weight().numel() for m in model.modules() if isinstance(m, DynamicInt8Linear))
+    return packed + sum(p.numel() for p in model.parameters() if id(p) not in skip)
 
 
 def mid_is_smaller(pair) -> bool:
