@@ -402,6 +402,25 @@ def regime_section() -> str:
             f"prefill excluded, {meta['max_new']} new tokens; only the pattern carries over):\n\n{beside}")
 
 
+INT8_WALL = "smollm2-int8-wall-eval"
+
+
+def int8_wall_section() -> str:
+    """WHEN on this CPU's wall clock with the int8 copy of the target as the mid drafter: every method
+    with its per-repeat spread, beside plain decoding and the peers."""
+    folder = INT8_WALL
+    s = bench_summary(folder, "wall").loc["overall"]
+    card = json.loads((DATA_DIR / "models" / "smollm2-int8-mid" / "card.json").read_text())
+    rows = [[LABELS[m], num(s.loc[m, "tokens_per_s"], ".1f"), spread_cell(s.loc[m].rename(m)),
+             "-" if m in ("ar", "hf-pld", "suffix") else num(s.loc[m, "mid_calls_per_round"]),
+             f"{100 * s.loc[m, 'match_rate']:.0f}%"] for m in dict.fromkeys(s.index)]
+    head = ["method", "tokens/s", "speedup over plain (min–max over repeats)", "mid calls / round", "identical to plain"]
+    return (f"### The int8 mid drafter on the wall clock\n\nThe target's int8 copy (`smollm2-int8`, greedy agreement "
+            f"{card['agreement']:.3f} on its card) as the mid drafter, on this CPU's wall clock. No scheduler or fitted rule exists for this "
+            f"pair, so adaptive and the rules are not in it.\n\n{bench_provenance(folder)}\n\n{table(head, rows)}\n\n"
+            f"Per category:\n\n{per_category(folder, 'wall')}")
+
+
 def regime_mids_section() -> str:
     """The regime map's second axis: the mid drafters' cells (oracle, family scheduler, the fitted
     rules over the better endpoint) and the acceptance count, from the stored replays and decodes."""
@@ -472,7 +491,7 @@ def sections() -> list[Callable[[], str]]:
     """The page's sections, in order."""
     return [lambda: "## The speed default: lookup growth, n-gram + recycling small drafter",
             lambda: speed_default_wall("validation"), lambda: speed_default_wall("eval"), speed_default_modelled,
-            peers_modelled, small_drafters_section, regime_section, regime_mids_section,
+            peers_modelled, small_drafters_section, regime_section, regime_mids_section, int8_wall_section,
             lambda: "## Tree growth", growth_section, lookup_growth_section,
             lambda: "## The paper's tables", paper_tables, full_growth_wall, specbench_section,
             forward_cost_section, schedulers_section, mid_drafter_section,
