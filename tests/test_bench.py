@@ -300,6 +300,41 @@ def test_interleaved_runs_every_method_on_every_prompt_in_rotated_order():
     assert [c[1] for c in timed] == [10] * 6 + [11] * 6
 
 
+def test_a_decoder_that_keeps_state_across_runs_repeats_each_prompt_from_the_same_start():
+    from treegraft_lab.bench import interleaved
+
+    seen = []
+
+    def stateful(name):
+        box = {"runs": 0}  # the state a decoder keeps across runs: here, how many runs it saw
+
+        def run(ids, n):
+            seen.append((name, ids[0], n, box["runs"]))
+            box["runs"] += 1
+            return {"token_ids": [0] * n, "wall_s": 1.0}
+        run.carried_state = lambda: dict(box)
+        run.restore_state = lambda state: box.update(state)
+        return run
+
+    interleaved({"a": stateful("a"), "b": stateful("b")}, [[10], [11], [12]], repeats=3, max_new_tokens=8)
+    assert seen[:2] == [("a", 10, 16, 0), ("b", 10, 16, 0)]  # the warm-up starts fresh...
+    timed = [s for s in seen[2:]]
+    for name in "ab":
+        starts = [(ids, runs) for m, ids, _, runs in timed if m == name]
+        # ...and leaves nothing: prompt 10 three times from 0 runs, 11 from 1 (10 seen once), 12 from 2
+        assert starts == [(10, 0)] * 3 + [(11, 1)] * 3 + [(12, 2)] * 3
+
+
+def test_the_bench_repeats_a_prompt_with_token_recyclings_matrix_as_it_was_before_the_prompt(pair):
+    res = bench.run_bench(pair, PROMPTS, ["ar", "small"], max_new_tokens=12, budget=8, warmup_tokens=4,
+                          progress=False, repeats=3, growth={"small": "ngram+recycling"})
+    small = res.records[(res.records.method == "small") & (res.records.clock == "wall")]
+    assert small.match.all()
+    per_prompt = small.groupby("question_id").decisions.nunique()
+    assert (per_prompt == 1).all()  # the three repeats of a prompt: one computation
+    assert small.decisions.nunique() == len(PROMPTS)
+
+
 # ---------------------------------------------------------------------------------- spread, same decisions
 
 

@@ -13,7 +13,10 @@ ablations `no-eg` / `no-nd` (fixed 10101 schedule). The tree methods' small draf
 
 Protocol: one warm-up generation per method on the first prompt (not timed); then for every
 prompt and repeat (default 3), every method runs once, in an order rotated from prompt to prompt
-and repeat to repeat so that drift (thermal, other load) hits all alike. Every output is compared
+and repeat to repeat so that drift (thermal, other load) hits all alike. A method that keeps state
+across runs (Token Recycling's matrix) sees each prompt once: every repeat of a prompt starts from
+the state the method had before the prompt, and the next prompt from the state its first repeat left
+(`SameStart`), so repeats are one computation timed again. Every output is compared
 with `ar`'s for the same prompt (greedy: it must be identical; in bf16 the match rate is reported).
 Every tree method's generation also leaves a digest of its decisions (tokens, and each round's
 schedule, mid calls, accepted count and kept tree): methods whose digests agree everywhere decoded
@@ -210,6 +213,7 @@ def decoder_runner(dec) -> Runner:
                 "draft_s": s["draft_s"], "verify_s": s["verify_s"], "forward_s": s["forward_s"],
                 "overhead_s": s["overhead_s"], "prefill_s": s["prefill_s"], "modelled_ms": s["modelled_ms"]}
 
+    run.carried_state, run.restore_state = dec.carried_state, dec.restore_state  # see `interleaved`
     return run
 
 
@@ -248,21 +252,65 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", 
     raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
 
 
+class SameStart:
+    """Repeats of one prompt from the same start. A decoder that keeps state across runs (Token
+    Recycling's matrix: its runner's `carried_state`) starts every repeat of a prompt from the state
+    it had before the prompt's first repeat, and goes on to the next prompt with the state that first
+    repeat left. Each prompt is then seen once, as in a stream of distinct prompts, and its repeats
+    are one computation timed again, not runs that have already seen the answer."""
+
+    def __init__(self, runners: dict) -> None:
+        self.runners = {k: r for k, r in runners.items() if hasattr(r, "carried_state")}
+        self.before: dict = {}
+        self.after: dict = {}
+
+    def prompt(self) -> None:
+        """A new prompt starts: remember every decoder's state."""
+        self.before = {k: r.carried_state() for k, r in self.runners.items()}
+        self.after = {}
+
+    def run(self, key, runner: Runner, ids: list[int], max_new_tokens: int) -> dict:
+        """One repeat of the prompt by `runner`, from the state the prompt started with."""
+        if key in self.before:
+            runner.restore_state(self.before[key])
+        out = runner(ids, max_new_tokens)
+        if key in self.before and key not in self.after:
+            self.after[key] = runner.carried_state()
+        return out
+
+    def done(self) -> None:
+        """The prompt's repeats are over: on to the next with the state its first repeat left."""
+        for k, state in self.after.items():
+            self.runners[k].restore_state(state)
+
+
+def warm_up(runner: Runner, ids: list[int], max_new_tokens: int) -> dict:
+    """An untimed generation that leaves no state behind in a decoder that keeps state across runs."""
+    state = runner.carried_state() if hasattr(runner, "carried_state") else None
+    out = runner(ids, max_new_tokens)
+    if state is not None:
+        runner.restore_state(state)
+    return out
+
+
 def interleaved(runners: dict[str, Runner], prompts: list[list[int]], repeats: int = 2,
                 max_new_tokens: int = 64) -> dict[str, list[list[dict]]]:
     """Side by side in one process: every runner once on the first prompt, untimed, then each prompt
     `repeats` times per runner, the runners' order rotated from one generation to the next so that
-    none always runs first. Returns {name: [records of prompt i]} (`Runner` records: token_ids,
-    wall_s, ...)."""
+    none always runs first, every repeat of a prompt from the same start (`SameStart`). Returns
+    {name: [records of prompt i]} (`Runner` records: token_ids, wall_s, ...)."""
     names = list(runners)
     for run in runners.values():
-        run(prompts[0], 16)
+        warm_up(run, prompts[0], 16)
+    same = SameStart(runners)
     out: dict[str, list[list[dict]]] = {n: [[] for _ in prompts] for n in names}
     for i, ids in enumerate(prompts):
+        same.prompt()
         for rep in range(repeats):
             k = (i * repeats + rep) % len(names)
             for n in names[k:] + names[:k]:
-                out[n][i].append(runners[n](ids, max_new_tokens))
+                out[n][i].append(same.run(n, runners[n], ids, max_new_tokens))
+        same.done()
     return out
 
 
@@ -311,7 +359,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
             rule = prune if c == "wall" else (prune_modelled or prune)
             runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, clocks.get(c, "wall"), growth,
                                                         profiles.get(c, here))
-            runners[(m, c)](warm, min(warmup_tokens, max_new_tokens))  # warm-up; also where HF may refuse
+            warm_up(runners[(m, c)], warm, min(warmup_tokens, max_new_tokens))  # also where HF may refuse
         except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
             if m == "ar":
                 raise
@@ -324,14 +372,16 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     walls = sum(c == "wall" for _, c in order)
     bar = tqdm(total=len(prompts) * (repeats * walls + n_model * (len(order) - walls)), desc="bench",
                disable=not progress, file=sys.stderr)
+    same = SameStart(runners)  # every repeat of a prompt from the same start
     for i, (q, ids) in enumerate(zip(prompts, encoded)):
+        same.prompt()
         for r in range(repeats):
             modelled = r < n_model
             rot = order[(i + r) % len(order):] + order[:(i + r) % len(order)]
             rot = [k for k in rot if modelled or k[1] == "wall"]
             outs = {}
             for k in rot:
-                outs[k] = runners[k](ids, max_new_tokens)
+                outs[k] = same.run(k, runners[k], ids, max_new_tokens)
                 bar.update()
             ref = outs[("ar", "wall")]["token_ids"]
             for m, c in order:
@@ -344,6 +394,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
                         continue
                     ms = price_hf(prof, out) if m in HF_METHODS else out["modelled_ms"]
                     rows.append(record_row(q, ids, m, r, {**out, "wall_s": ms / 1000, "measured_wall_s": out["wall_s"]}, ref, c))
+        same.done()
     bar.close()
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                 budgets={m: f["budget"] for m, f in facts.items() if "budget" in f},

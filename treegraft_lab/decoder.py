@@ -142,6 +142,21 @@ class TreeGraftDecoder:
         self.recycled = RecyclingDrafter() if "recycling" in self.small_names else None  # kept across runs
         self._recycled_chances: dict = {}  # value pruning's counts for recycled candidates, kept with the matrix
 
+    def carried_state(self) -> dict:
+        """A copy of what this decoder keeps across runs (Token Recycling's matrix, value pruning's
+        counts of recycled candidates): `restore_state` puts it back, so that a run can be repeated
+        from the same start (the bench's repeats of one prompt are then one computation)."""
+        matrix = self.recycled.matrix if self.recycled is not None else None
+        return {"matrix": None if matrix is None else matrix.clone(),
+                "chances": {k: list(v) for k, v in self._recycled_chances.items()}}
+
+    def restore_state(self, state: dict) -> None:
+        """Put back what `carried_state` copied (in place: the small drafters share these objects)."""
+        if self.recycled is not None:
+            self.recycled.matrix = None if state["matrix"] is None else state["matrix"].clone()
+        self._recycled_chances.clear()
+        self._recycled_chances.update({k: list(v) for k, v in state["chances"].items()})
+
     @staticmethod
     def _needs_mid(config: DecodeConfig) -> bool:
         return config.schedule_name not in ("small", "0" * config.depth)

@@ -24,6 +24,8 @@ REGIME = DATA_DIR / "regime" / "smollm2-pocket-lookup-topk"
 CATEGORIES = ("code", "math", "multi_turn", "qa", "rewrite", "summarization")
 README_BEGIN = "<!-- results: written by `treegraft-lab report` from data/bench; do not edit by hand -->"
 README_END = "<!-- end of results -->"
+README_INT8_BEGIN = "<!-- int8 results: written by `treegraft-lab report` from data/bench; do not edit by hand -->"
+README_INT8_END = "<!-- end of int8 results -->"
 LABELS = {"ar": "plain decoding (`ar`)", "hf-pld": "HF prompt lookup (`hf-pld`)",
           "recycling": "Token Recycling (`recycling`)", "suffix": "suffix decoding (`suffix`)",
           "small": "TreeGraft all-small", "mid": "TreeGraft all-mid", "10101": "TreeGraft fixed 10101",
@@ -405,20 +407,28 @@ def regime_section() -> str:
 INT8_WALL = "smollm2-int8-wall-eval"
 
 
-def int8_wall_section() -> str:
-    """WHEN on this CPU's wall clock with the int8 copy of the target as the mid drafter: every method
-    with its per-repeat spread, beside plain decoding and the peers."""
+def int8_wall_table() -> str:
+    """The int8-mid wall-clock bench, overall: every method with its per-repeat spread, mid calls and
+    whether its outputs were identical to plain decoding, then its command, machine and date."""
     folder = INT8_WALL
     s = bench_summary(folder, "wall").loc["overall"]
-    card = json.loads((DATA_DIR / "models" / "smollm2-int8-mid" / "card.json").read_text())
     rows = [[LABELS[m], num(s.loc[m, "tokens_per_s"], ".1f"), spread_cell(s.loc[m].rename(m)),
              "-" if m in ("ar", "hf-pld", "suffix") else num(s.loc[m, "mid_calls_per_round"]),
              f"{100 * s.loc[m, 'match_rate']:.0f}%"] for m in dict.fromkeys(s.index)]
     head = ["method", "tokens/s", "speedup over plain (min–max over repeats)", "mid calls / round", "identical to plain"]
+    return f"{table(head, rows)}\n\n{bench_provenance(folder)}"
+
+
+def int8_wall_section() -> str:
+    """WHEN on this CPU's wall clock with the int8 copy of the target as the mid drafter: every method
+    with its per-repeat spread, beside plain decoding and the peers."""
+    card = json.loads((DATA_DIR / "models" / "smollm2-int8-mid" / "card.json").read_text())
+    methods = bench_summary(INT8_WALL, "wall").loc["overall"].index
+    missing = "" if "adaptive" in methods else (" No scheduler or fitted rule was run for this pair, so adaptive and "
+                                                 "the rules are not in it.")
     return (f"### The int8 mid drafter on the wall clock\n\nThe target's int8 copy (`smollm2-int8`, greedy agreement "
-            f"{card['agreement']:.3f} on its card) as the mid drafter, on this CPU's wall clock. No scheduler or fitted rule exists for this "
-            f"pair, so adaptive and the rules are not in it.\n\n{bench_provenance(folder)}\n\n{table(head, rows)}\n\n"
-            f"Per category:\n\n{per_category(folder, 'wall')}")
+            f"{card['agreement']:.3f} on its card) as the mid drafter, on this CPU's wall clock.{missing}\n\n"
+            f"{int8_wall_table()}\n\nPer category:\n\n{per_category(INT8_WALL, 'wall')}")
 
 
 def regime_mids_section() -> str:
@@ -529,12 +539,15 @@ def readme_table() -> str:
 
 
 def with_readme_table(readme: str) -> str:
-    """`readme` with the block between its markers written again."""
-    head, sep, rest = readme.partition(README_BEGIN)
-    _, sep2, tail = rest.partition(README_END)
-    if not (sep and sep2):
-        raise ValueError(f"README.md lacks the markers {README_BEGIN!r} ... {README_END!r}")
-    return f"{head}{README_BEGIN}\n{readme_table()}\n{README_END}{tail}"
+    """`readme` with the blocks between its markers written again (the speed table, the int8 table)."""
+    for begin, end, body in ((README_BEGIN, README_END, readme_table),
+                             (README_INT8_BEGIN, README_INT8_END, int8_wall_table)):
+        head, sep, rest = readme.partition(begin)
+        _, sep2, tail = rest.partition(end)
+        if not (sep and sep2):
+            raise ValueError(f"README.md lacks the markers {begin!r} ... {end!r}")
+        readme = f"{head}{begin}\n{body()}\n{end}{tail}"
+    return readme
 
 
 def pages() -> dict[Path, str]:
