@@ -342,7 +342,8 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
         raise TreeGraftError(f"unknown method(s) {', '.join(bad)}; known: {', '.join(METHODS)}")
     if not prompts:
         raise TreeGraftError("no prompts to benchmark")
-    meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "repeats_from": "same start"}  # `SameStart`: a prompt's repeats are one computation
     encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
     loaded = [(costs.load(x), x) for x in model_on]
     profiles = {p.name: p for p, _ in loaded}
