@@ -23,15 +23,15 @@ browser-deps:
 
 # The tests, notebook kernels included, start from an empty cache (a fresh TREEGRAFT_LAB_CACHE, removed after):
 # the target is converted and every profile measured as on a machine that never ran the project. Only the
-# target's PyPI wheel is kept between runs (in WHEELS), and used only if its sha256 matches.
+# target's PyPI wheel is kept between runs (in WHEELS), and used only if its sha256 matches. The device check's steps
+# run inside pytest, in one process (tests/test_device_check.py; results in test-artifacts/device-check).
 WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/treegraft_lab/wheels
 test: setup browser-deps
 	.venv/bin/ruff check treegraft_lab tests scripts notebooks
 	@cache=$$(mktemp -d "$${TMPDIR:-/tmp}/treegraft-test-cache.XXXXXX"); trap 'rm -rf "$$cache"' EXIT; \
 	echo "make test: empty cache $$cache; target wheel kept in $(WHEELS)"; \
 	export TREEGRAFT_LAB_CACHE="$$cache" TREEGRAFT_LAB_WHEELS="$(WHEELS)"; unset TREEGRAFT_PROFILE_CACHE; \
-	$(PY) -m pytest -q -x --durations=15 && \
-	DEVICE=cpu PY=$(PY) OUT=test-artifacts/device-check scripts/device_check.sh
+	$(PY) -m pytest -q -x --durations=15
 
 # The README's workbench screenshots, taken by the browser test from the real notebooks (SMOKE=1).
 screenshots: setup browser-deps

@@ -1,10 +1,19 @@
-"""Shared fixtures: the real offline target, and tiny random models on its tokenizer."""
+"""Shared fixtures: the real offline target, tiny random models on its tokenizer, and notebooks executed
+once per session for every test that reads them."""
 
 from __future__ import annotations
 
+import copy
+import os
 from pathlib import Path
 
 import pytest
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser tests run last: the profile the empty-cache kernels measure afresh (tests/test_empty_cache.py)
+    is then the one the browser's kernels read, and a quick failure elsewhere stops `pytest -x` early."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/test_browser.py"))
 
 
 @pytest.fixture(scope="session")
@@ -64,3 +73,33 @@ def tiny_llama_dir(tmp_path_factory, smollm2_tokenizer) -> Path:
 def tiny_qwen3_dir(tmp_path_factory, smollm2_tokenizer) -> Path:
     """A tiny random Qwen3 model with the SmolLM2 tokenizer (a stand-in mid drafter)."""
     return make_tiny_model(tmp_path_factory.mktemp("tiny-qwen3"), "qwen3", smollm2_tokenizer, seed=1)
+
+
+@pytest.fixture(scope="session")
+def executed_notebook():
+    """`executed_notebook(name, smoke) -> notebook`: notebooks/`name` run top to bottom in a kernel with
+    SMOKE=`smoke`, once per session for each (name, smoke); each test gets its own copy of the outputs."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from tests.test_notebooks import CELL_TIMEOUT_S, NB_DIR
+
+    done: dict[tuple[str, str], nbformat.NotebookNode] = {}
+
+    def run(name: str, smoke: str) -> nbformat.NotebookNode:
+        if (name, smoke) not in done:
+            nb = nbformat.read(NB_DIR / name, as_version=4)
+            saved = os.environ.get("SMOKE")
+            os.environ["SMOKE"] = smoke
+            try:
+                NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+                               resources={"metadata": {"path": str(NB_DIR)}}).execute()
+            finally:
+                if saved is None:
+                    os.environ.pop("SMOKE", None)
+                else:
+                    os.environ["SMOKE"] = saved
+            done[name, smoke] = nb
+        return copy.deepcopy(done[name, smoke])
+
+    return run

@@ -38,6 +38,7 @@ VIEWPORT = {"width": 1280, "height": 1300}  # a laptop screen's width, JupyterLa
 TWIN = "broken_twin.ipynb"
 ERROR_TWIN = "broken_twin_error.ipynb"  # the twin with its tiny-run cell made to error
 TINY_RUN_CELL = 9
+KERNEL_THREADS = os.environ.get("OMP_NUM_THREADS", "1")  # the lab's kernels (their measured profiles are keyed by it)
 README_SHOTS = {"01_step_through.ipynb": (".tg-viewer", "viewer"), "02_tree_growth_animation.ipynb": (".js-plotly-plot", "growth"),
                 "05_scheduler_boundary.ipynb": (".js-plotly-plot", "boundary"), "06_schedule_playground.ipynb": (".tg-playground", "playground")}
 
@@ -328,7 +329,7 @@ def lab(tmp_path_factory):
            "TREEGRAFT_LAB_CACHE": str(cache_dir()), "TREEGRAFT_PROFILE_CACHE": str(profile_cache()),  # measured once, shared
            "JUPYTER_CONFIG_DIR": str(base / "config"),
            "JUPYTER_DATA_DIR": str(base / "data"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-           "IPYTHONDIR": str(base / "ipython"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+           "IPYTHONDIR": str(base / "ipython"), "OMP_NUM_THREADS": KERNEL_THREADS}
     settings = base / "config/lab/user-settings/@jupyterlab"
     for rel, value in (("apputils-extension/notification.jupyterlab-settings", {"fetchNews": "false"}),
                        ("notebook-extension/tracker.jupyterlab-settings", {"windowingMode": "none"})):

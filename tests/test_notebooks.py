@@ -12,14 +12,12 @@ records, the next one loads), so the model decodes each small run once.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
-from nbclient import NotebookClient
 
 NB_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(p.name for p in NB_DIR.glob("*.ipynb"))
@@ -162,23 +160,13 @@ def test_executed_problems_catch_an_error_a_cdn_script_and_an_empty_adaptive_row
 
 
 @pytest.mark.slow
-def test_the_regime_notebook_at_full_size_tables_every_ratio_the_family_was_decoded_at():
+def test_the_regime_notebook_at_full_size_tables_every_ratio_the_family_was_decoded_at(executed_notebook):
     """Notebook 08 reads only stored data, so it runs at full size here: its headline table keeps
     every ratio the family scheduler was decoded at, and a scheduler decoded at fewer is named
     beside it instead of leaving NaN cells."""
     from treegraft_lab import regime
 
-    saved = os.environ.get("SMOKE")
-    os.environ["SMOKE"] = "0"
-    try:
-        nb = nbformat.read(NB_DIR / "08_where_when_matters.ipynb", as_version=4)
-        NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                       resources={"metadata": {"path": str(NB_DIR)}}).execute()
-    finally:
-        if saved is None:
-            os.environ.pop("SMOKE", None)
-        else:
-            os.environ["SMOKE"] = saved
+    nb = executed_notebook("08_where_when_matters.ipynb", "0")  # the same run tests/test_regime_mids.py reads
     assert not content_problems(nb), content_problems(nb)
     runs = regime.load_decodes(NB_DIR.parent / "data" / "regime" / "smollm2-pocket-lookup-topk", "a100-paper")
     family = sorted(runs.loc[runs["schedule"] == "adaptive-family", "ratio"].unique())

@@ -250,20 +250,12 @@ def test_the_pocket_family_decodes_walked_through_its_replays_match_their_own_ro
 
 @pytest.mark.slow
 @pytest.mark.parametrize("smoke", ["1", "0"])
-def test_notebook_08_draws_the_map_over_mid_drafters_with_the_scheduler_and_says_where_it_reaches_the_oracle(smoke, monkeypatch):
+def test_notebook_08_draws_the_map_over_mid_drafters_with_the_scheduler_and_says_where_it_reaches_the_oracle(smoke, executed_notebook):
     """Notebook 08 reads stored data only, so it runs under SMOKE and at full size: its mid-drafter
     section draws the three-panel heatmap and states the acceptance count computed from the same cells."""
-    from pathlib import Path
-
-    import nbformat
-    from nbclient import NotebookClient
-
     from treegraft_lab import costs
 
-    nb_dir = Path(__file__).resolve().parent.parent / "notebooks"
-    monkeypatch.setenv("SMOKE", smoke)
-    nb = nbformat.read(nb_dir / "08_where_when_matters.ipynb", as_version=4)
-    NotebookClient(nb, timeout=420, kernel_name="python3", resources={"metadata": {"path": str(nb_dir)}}).execute()
+    nb = executed_notebook("08_where_when_matters.ipynb", smoke)  # at full size, the run tests/test_notebooks.py reads
     (calc,) = [c for c in nb.cells if "regime.mid_axis(" in c.source]
     (fig,) = [c for c in nb.cells if "mid_axis_figure(axis" in c.source]
     (read,) = [c for c in nb.cells if "regime.acceptance(axis.cells" in c.source]
