@@ -142,3 +142,61 @@ def test_training_refuses_trajectories_of_eval_prompts_before_reading_any(tmp_pa
     (tmp_path / "p" / "trajectories.json").write_text(json.dumps(info))
     with pytest.raises(TreeGraftError, match="train split only"):
         read_info(tmp_path / "p" / "trajectories.parquet", "smollm2-cut28")
+
+
+def stored_map_decodes(pair: str) -> pd.DataFrame:
+    """adaptive-map's stored decodes of a pair at the map's answer length (the pocket drafter's in the
+    `mids` subfolder of its 64-token replays)."""
+    from treegraft_lab import regime
+
+    folder = regime.replay_folder(pair)
+    for f in (folder / regime.MIDS_DECODES, folder):
+        path = f / "decodes-a100-paper-adaptive-map.parquet"
+        if path.is_file():
+            return pd.read_parquet(path)
+    return pd.DataFrame(columns=["qid", "ratio", "schedule", "speedup"])
+
+
+def test_the_map_command_prices_the_map_scheduler_from_its_decodes_at_every_stored_cell(capsys):
+    from treegraft_lab import cli, costs, regime
+
+    mids = list(regime.STORED_MIDS)
+    ratios = [0.02, 0.209]
+    assert cli.main(["regime", "--mids", ",".join(mids), "--ratios", ",".join(map(str, ratios))]) == 0
+    out = capsys.readouterr().out
+    ax = regime.mid_axis(mids, costs.load("a100-paper"), ratios)
+    c = ax.cells.set_index(["mid", "ratio"])
+    assert ax.schedulers == ["adaptive-family", "adaptive-map"]
+    priced = 0
+    for p in mids:
+        runs = stored_map_decodes(p)
+        runs = runs[runs["ratio"].round(4).isin(ratios) & runs["qid"].isin(ax.prompts)]
+        assert {round(r, 4) for r in c["adaptive-map_gain"].xs(p).dropna().index} == {round(r, 4) for r in runs["ratio"]}
+        for r, g in runs.groupby("ratio"):  # its mean speedup over the better endpoint's
+            cell = c.loc[(p, r)]
+            assert cell["adaptive-map_gain"] == pytest.approx(g["speedup"].mean() / max(cell["all-small"], cell["all-mid"]))
+            priced += 1
+    assert priced >= 4  # decodes of at least one drafter are stored
+    assert "acceptance: " + regime.acceptance_text(regime.acceptance(ax.cells, "adaptive-map"), "adaptive-map") in out
+    assert "acceptance: " + regime.acceptance_text(regime.acceptance(ax.cells, "adaptive-family"), "adaptive-family") in out
+
+
+def test_the_pocket_drafters_map_decodes_stay_out_of_its_own_64_token_map():
+    from treegraft_lab import regime
+
+    runs = regime.load_decodes(regime.replay_folder("smollm2-pocket"), "a100-paper")
+    assert "adaptive-map" not in set(runs["schedule"]) and len(stored_map_decodes("smollm2-pocket"))
+
+
+def test_training_refuses_trajectories_of_drafters_replayed_on_other_trees(tmp_path, capsys):
+    from treegraft_lab import cli
+
+    write_trajectories(tmp_path / "a", "smollm2-pocket", ["qa-001"])
+    write_trajectories(tmp_path / "b", "smollm2-cut28", ["qa-001"])
+    info = json.loads((tmp_path / "b" / "trajectories.json").read_text())
+    info["shard_meta"][0]["collect"]["decode"]["budget"] = 31
+    (tmp_path / "b" / "trajectories.json").write_text(json.dumps(info))
+    args = ["train-scheduler", "--agreement", "--trajectories", str(tmp_path / "a" / "trajectories.parquet"),
+            "--trajectories", str(tmp_path / "b" / "trajectories.parquet")]
+    assert cli.main(args) == 2
+    assert "replayed other trees" in capsys.readouterr().err

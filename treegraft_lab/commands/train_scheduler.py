@@ -88,7 +88,12 @@ def run(args: argparse.Namespace) -> int:
     info_path = path.with_suffix(".json")
     splits = {m.get("split") for i in infos for m in i.get("shard_meta", [])}
     decode = info["shard_meta"][0]["collect"]["decode"]
-    other = [str(p) for p, i in zip(paths, infos) if i["shard_meta"][0]["collect"]["decode"] != decode]
+    def trees_of(i: dict):  # the DecodeConfig the trees were grown with (older files record fewer of its defaults)
+        d = i["shard_meta"][0]["collect"]["decode"]
+        return collect_config({k: v for k, v in d.items() if k in DecodeConfig.__dataclass_fields__
+                               and k not in ("schedule", "clock")})
+
+    other = [str(p) for p, i in zip(paths, infos) if trees_of(i) != trees_of(info)]
     if other:
         raise TreeGraftError(f"{', '.join(other)} replayed other trees than {path} ({decode}): train on trajectories "
                              "collected with the same --prune, --growth, --budget, --depth and --width")
