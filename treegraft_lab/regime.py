@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -330,14 +330,16 @@ def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple
     T_tgt / T_mid; any other artifact is run as it is on every profile (what a single-profile
     scheduler does off its own device); a rule decides the same way on every profile."""
     from treegraft_lab.decoder import TreeGraftDecoder
-    from treegraft_lab.schedule.adaptive import AdaptivePolicy
+    from treegraft_lab.schedule.adaptive import AdaptivePolicy, mid_card_agreement
+    from treegraft_lab.schedule.artifact import AGREEMENT
 
     arts = resolve_schedulers(schedulers, config.depth)
+    agree = {n: mid_card_agreement(pair) for n, a in arts.items() if not isinstance(a, str) and AGREEMENT in a.inputs}
     rows = []
     bar = tqdm(total=len(prompts) * len(profiles) * len(arts), desc="decode", mininterval=10, disable=not progress)
     for ratio, prof in profiles:
         for name, art in arts.items():
-            policy = art if isinstance(art, str) else AdaptivePolicy(art)
+            policy = art if isinstance(art, str) else AdaptivePolicy(art, agree.get(name))
             dec = TreeGraftDecoder(pair, replace(config, schedule=policy, temperature=0.0), prof)
             for p in prompts:
                 g = dec.generate(p["turns"][0], max_new_tokens=max_new)
@@ -614,14 +616,21 @@ def fitted_rules(pair: str, config: DecodeConfig, profile: DeviceProfile) -> dic
 
 
 MAP_SCHEDULES = ("all-small", "all-mid", "oracle")
+# the schedulers the map prices from their stored decodes: the pocket drafter's family scheduler, then the one
+# trained across mid drafters with their agreement as an input (data/scheduler/smollm2-pocket/map-topk-lookup)
+MAP_SCHEDULERS = ("adaptive-family", "adaptive-map")
+# a replay folder's subfolder of decodes run at the map's answer length where the folder's own replays and
+# decodes are longer (the pocket drafter's 64 tokens): kept apart from the folder's own map over ratios
+MIDS_DECODES = "mids"
 STORED_MIDS = ("smollm2-pocket", "smollm2-cut28", "smollm2-int8", "smollm2-self")  # the pairs whose replays data/regime holds, for the map
 
 
 @dataclass
 class MidAxis:
-    """The map over mid drafters: `cells` (`cells` rows: gains of the oracle, `scheduler` and the
-    rules over the better endpoint), the prompts and answer length all were priced on, each
-    mid drafter's CPU (`replay_cpu`), the rules' names, and `notes`: what could not be priced and why."""
+    """The map over mid drafters: `cells` (`cells` rows: gains of the oracle, each of `schedulers` and
+    the rules over the better endpoint), the prompts and answer length all were priced on, each
+    mid drafter's CPU (`replay_cpu`), the rules' names, and `notes`: what could not be priced and why.
+    `scheduler`: the first of `schedulers` (the heatmap's)."""
 
     cells: pd.DataFrame
     prompts: list[str]
@@ -630,19 +639,21 @@ class MidAxis:
     scheduler: str
     rules: list[str]
     notes: list[str]
+    schedulers: list[str] = field(default_factory=list)
 
 
 def mid_axis(pairs: list[str], base: DeviceProfile, ratios: list[float], growth: str = "lookup",
-             scheduler: str = "adaptive-family", rules_of: str | None = None,
+             scheduler: str | tuple[str, ...] = MAP_SCHEDULERS, rules_of: str | None = None,
              schedules: tuple[str, ...] = MAP_SCHEDULES) -> MidAxis:
     """Price every pair's stored replays at `ratios` of `base` on the prompts they all hold, cut to
-    the shortest answers (`common_prompts`); `scheduler`'s stored decodes of each pair
-    (decodes-<base>-<scheduler>.parquet) as they are when they ran that many tokens, else re-walked
+    the shortest answers (`common_prompts`); each `scheduler`'s (one name or several) stored decodes of
+    each pair (decodes-<base>-<scheduler>.parquet) as they are when they ran that many tokens, else re-walked
     through the cut replays (`refollow`); the switching rules fitted for `rules_of`'s scheduler
     (`fitted_rules`) where they need no signal (`rule_mask`). No model runs."""
     from treegraft_lab.presets import DEFAULT_PAIR
 
     cfg = map_config(growth)
+    names = [scheduler] if isinstance(scheduler, str) else list(scheduler)
     agreement = {p: mid_agreement(p) for p in pairs}  # a missing card is refused before any pricing
     loaded = {p: load(replay_folder(p, growth)) for p in pairs}
     max_new = min(int(meta.get("max_new", 64)) for _, meta in loaded.values())
@@ -656,20 +667,33 @@ def mid_axis(pairs: list[str], base: DeviceProfile, ratios: list[float], growth:
         rows = [priced(reps, base, ratios, list(schedules))]
         rows += [priced(reps, base, ratios, [m]).assign(schedule=f"{r}={v:g}")
                  for r, v in rules.items() if (m := rule_mask(r, v, cfg.depth))]
-        runs = load_decodes(replay_folder(p, growth), base.name, reps, ratios)
-        runs = runs[runs["schedule"] == scheduler] if len(runs) else runs.iloc[:0]
-        if int(loaded[p][1].get("max_new", max_new)) > max_new and len(runs):  # longer decodes: re-walked, cut
-            runs, left = refollow(reps, runs, base, ratios)
-            if left:
-                notes.append(f"{p}: {left} {scheduler} runs reach a start its replays lack: left out")
-        if not len(runs):
-            notes.append(f"{p}: no stored {scheduler} decodes (decodes-{base.name}-{scheduler}.parquet) and its "
-                         f"replays store no scheduler signals: not priced")
-        maps[p] = (agreement[p], by_ratio(pd.concat([*rows, runs], ignore_index=True)))
-    c = cells(mid_axis_map(maps), [scheduler, *(f"{r}={v:g}" for r, v in rules.items())])
+        walk = int(loaded[p][1].get("max_new", max_new)) > max_new  # longer decodes: re-walked, cut
+        stored = load_decodes(replay_folder(p, growth), base.name, reps, ratios)
+        cut = load_decodes(replay_folder(p, growth) / MIDS_DECODES, base.name, reps, ratios) if walk else stored.iloc[:0]
+        runs = [decoded(stored, cut, name, p, reps, base, ratios, walk, notes) for name in names]
+        maps[p] = (agreement[p], by_ratio(pd.concat([*rows, *runs], ignore_index=True)))
+    c = cells(mid_axis_map(maps), [*names, *(f"{r}={v:g}" for r, v in rules.items())])
     return MidAxis(c, sorted(frames[pairs[0]]["qid"].unique()), max_new,
-                   {p: replay_cpu(replay_folder(p, growth)) for p in pairs}, scheduler,
-                   [f"{r}={v:g}" for r, v in rules.items()], notes)
+                   {p: replay_cpu(replay_folder(p, growth)) for p in pairs}, names[0],
+                   [f"{r}={v:g}" for r, v in rules.items()], notes, names)
+
+
+def decoded(stored: pd.DataFrame, cut: pd.DataFrame, scheduler: str, pair: str, reps: list[Replays],
+            base: DeviceProfile, ratios: list[float], walk: bool, notes: list[str]) -> pd.DataFrame:
+    """`scheduler`'s rows of a pair's decodes of the map's answer length (`cut`, from the replay folder's
+    `MIDS_DECODES` subfolder) as they are, else of its stored decodes, walked through the cut replays when
+    `walk` (`refollow`: they ran longer); what cannot be priced is said in `notes`."""
+    if len(cut) and (cut["schedule"] == scheduler).any():
+        return cut[cut["schedule"] == scheduler]
+    runs = stored[stored["schedule"] == scheduler] if len(stored) else stored.iloc[:0]
+    if walk and len(runs):
+        runs, left = refollow(reps, runs, base, ratios)
+        if left:
+            notes.append(f"{pair}: {left} {scheduler} runs reach a start its replays lack: left out")
+    if not len(runs):
+        notes.append(f"{pair}: no stored {scheduler} decodes (decodes-{base.name}-{scheduler}.parquet) and its "
+                     f"replays store no scheduler signals: not priced")
+    return runs
 
 
 def acceptance(c: pd.DataFrame, scheduler: str, oracle_min: float = 1.15, reach: float = 1.05) -> dict:

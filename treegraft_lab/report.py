@@ -442,8 +442,9 @@ def int8_wall_section() -> str:
 
 
 def regime_mids_section() -> str:
-    """The regime map's second axis: the mid drafters' cells (oracle, family scheduler, the fitted
-    rules over the better endpoint) and the acceptance count, from the stored replays and decodes."""
+    """The regime map's second axis: the mid drafters' cells (oracle, the family and map schedulers,
+    the fitted rules over the better endpoint) and each scheduler's acceptance count, from the stored
+    replays and decodes."""
     from treegraft_lab import costs, regime
 
     prov = json.loads((DATA_DIR / "regime" / "mids-provenance.json").read_text())
@@ -454,14 +455,21 @@ def regime_mids_section() -> str:
     return ("### The second axis: the mid drafter\n\nThe map over the mid drafter's greedy agreement with the target "
             "(its card) and T_mid / T_tgt, on the eval prompts all their replays hold, cut to the shortest answers "
             f"stored: {len(ax.prompts)} prompts ({', '.join(ax.prompts)}), their first {ax.max_new} tokens. Each cell: "
-            f"the oracle over the better endpoint, then {ax.scheduler} over it where its decisions are stored (its real "
-            "decodes; those of more tokens walked round by round through the cut replays); S: all-small is the better "
+            f"the oracle over the better endpoint, then {' and '.join(ax.schedulers)} over it where their decisions are "
+            "stored (their real decodes; those of more tokens walked round by round through the cut replays). "
+            f"{MAP_WORDS}S: all-small is the better "
             "endpoint, M: all-mid. The paper gives no per-pair T_mid / T_tgt nor agreement: its pairs are in the table "
             "under the heatmaps, at a100-paper's ratio.\n\n"
             f"{provenance(prov['commands'], prov['machine'], prov['date'], 'data/regime/<pair>-lookup-topk')}\n\n"
-            f"![regime map over mid drafters](img/regime-mids.png)\n\n{regime.cells_markdown(ax.cells, [ax.scheduler])}"
+            f"![regime map over mid drafters](img/regime-mids.png)\n\n{regime.cells_markdown(ax.cells, ax.schedulers)}"
             f"\n\n{rules}{notes + chr(10) if notes else ''}"
-            f"{regime.acceptance_text(regime.acceptance(ax.cells, ax.scheduler), ax.scheduler)}")
+            + " ".join(regime.acceptance_text(regime.acceptance(ax.cells, s), s) for s in ax.schedulers))
+
+
+MAP_WORDS = ("adaptive-family was trained on the pocket drafter's trajectories alone and is run as it is with the "
+             "other mid drafters; adaptive-map (`data/scheduler/smollm2-pocket/map-topk-lookup`, its card says on "
+             "what) was trained on the trajectories of several mid drafters with the drafter's card agreement as an "
+             "input. ")
 
 
 # --- schedulers and the mid drafter -------------------------------------------------------------

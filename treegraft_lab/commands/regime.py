@@ -178,8 +178,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _mid_axis(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
-    """`--mids`: price every pair's stored replays (and the family scheduler's stored decodes) at the
-    ratios; print the (agreement x ratio) cells, the switching rules' and the acceptance count, and
+    """`--mids`: price every pair's stored replays (and the family and map schedulers' stored decodes) at
+    the ratios; print the (agreement x ratio) cells, the switching rules' and each scheduler's acceptance count, and
     draw the heatmap with `--heatmap`. No model runs."""
     from treegraft_lab import costs, regime
     from treegraft_lab.commands.common import check_pair
@@ -191,20 +191,21 @@ def _mid_axis(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
         raise TreeGraftError("--mids: name the pairs, e.g. --mids smollm2-pocket,smollm2-int8,smollm2-self")
     for p in pairs:
         check_pair(p)
-    ax = regime.mid_axis(pairs, base, ratios, args.growth, MAP_SCHEDULER, args.pair, tuple(args.schedules.split(",")))
+    ax = regime.mid_axis(pairs, base, ratios, args.growth, regime.MAP_SCHEDULERS, args.pair, tuple(args.schedules.split(",")))
     for p, (_, a) in zip(pairs, _agreements(ax.cells, pairs)):
         print(f"{p}: agreement {a:.3f} (its card), {len(ax.prompts)} common eval prompts, first {ax.max_new} tokens; "
               f"replays collected on {ax.cpus[p]}")
     for note in ax.notes:
         print(note)
-    print(f"oracle / better endpoint, then {ax.scheduler} / better endpoint where priced (S: all-small better, "
-          f"M: all-mid better), modelled on {base.name} with T_mid/T_tgt scaled")
-    print(regime.cells_markdown(ax.cells, [ax.scheduler]))
+    print(f"oracle / better endpoint, then {' / '.join(ax.schedulers)} / better endpoint where priced (S: all-small "
+          f"better, M: all-mid better), modelled on {base.name} with T_mid/T_tgt scaled")
+    print(regime.cells_markdown(ax.cells, ax.schedulers))
     if ax.rules:
         print(f"the switching rules fitted beside {args.pair}'s scheduler, over the better endpoint "
               f"(oracle first): {', '.join(ax.rules)}")
         print(regime.cells_markdown(ax.cells, ax.rules))
-    print("acceptance: " + regime.acceptance_text(regime.acceptance(ax.cells, ax.scheduler), ax.scheduler))
+    for name in ax.schedulers:
+        print("acceptance: " + regime.acceptance_text(regime.acceptance(ax.cells, name), name))
     if args.heatmap:
         from treegraft_lab import paper
         from treegraft_lab.viz.regime import mid_axis_figure, mid_axis_title
@@ -216,9 +217,6 @@ def _mid_axis(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
         fig.savefig(args.heatmap, dpi=110)
         print(f"heatmap: {args.heatmap}")
     return 0
-
-
-MAP_SCHEDULER = "adaptive-family"  # the scheduler the map prices: the family artifact's stored decodes
 
 
 def _agreements(c, pairs: list[str]) -> list[tuple[str, float]]:

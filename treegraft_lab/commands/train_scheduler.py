@@ -24,8 +24,13 @@ from treegraft_lab.presets import DEFAULT_PAIR
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", default=DEFAULT_PAIR, help="model pair (default: %(default)s)")
-    parser.add_argument("--trajectories", type=Path, default=None,
-                        help="merged parquet (default: data/trajectories/<pair>/trajectories.parquet)")
+    parser.add_argument("--trajectories", type=Path, action="append", default=None,
+                        help="merged parquet (default: data/trajectories/<pair>/trajectories.parquet); repeat it for "
+                             "the trajectories of several mid drafters (same tree settings), trained on together")
+    parser.add_argument("--agreement", action="store_true",
+                        help="add the mid drafter's greedy agreement with its target (its card: data/models/<mid>/"
+                             "card.json) as an input, per trajectories file from the pair it was collected with: one "
+                             "scheduler across mid drafters (18 inputs; the decoder reads the running pair's card)")
     parser.add_argument("--profile", default=None,
                         help="re-price the trajectories with this device profile (a name or JSON file; default: the "
                              "one they were collected with). With prune=value, collect with that profile instead")
@@ -63,7 +68,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import pandas as pd
     import torch
 
     from treegraft_lab import costs
@@ -78,21 +82,22 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     name = args.pair.replace("/", "_")
-    path = args.trajectories or TRAJECTORIES_DIR / name / "trajectories.parquet"
-    if not path.is_file():
-        raise TreeGraftError(f"no trajectories at {path}: run `treegraft-lab collect --pair {args.pair}` "
-                             "and then `treegraft-lab collect --pair ... --merge`")
+    paths = args.trajectories or [TRAJECTORIES_DIR / name / "trajectories.parquet"]
+    infos = [read_info(p, args.pair) for p in paths]  # every file is refused before any is read
+    info, path = infos[0], paths[0]
     info_path = path.with_suffix(".json")
-    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
-    splits = {m.get("split") for m in info.get("shard_meta", [])}
-    if splits - {"train", None}:  # eval, all, validation: held-out prompts
-        raise TreeGraftError(f"{path} holds {sorted(s for s in splits if s)} prompts: train the scheduler on the train "
-                             "split only (eval and validation are held out)")
-    df = pd.read_parquet(path)
-    if not info.get("profile"):
-        raise TreeGraftError(f"{info_path} carries no device profile (missing, or an older format): "
-                             "collect and merge the trajectories again")
+    splits = {m.get("split") for i in infos for m in i.get("shard_meta", [])}
     decode = info["shard_meta"][0]["collect"]["decode"]
+    def trees_of(i: dict):  # the DecodeConfig the trees were grown with (older files record fewer of its defaults)
+        d = i["shard_meta"][0]["collect"]["decode"]
+        return collect_config({k: v for k, v in d.items() if k in DecodeConfig.__dataclass_fields__
+                               and k not in ("schedule", "clock")})
+
+    other = [str(p) for p, i in zip(paths, infos) if trees_of(i) != trees_of(info)]
+    if other:
+        raise TreeGraftError(f"{', '.join(other)} replayed other trees than {path} ({decode}): train on trajectories "
+                             "collected with the same --prune, --growth, --budget, --depth and --width")
+    df = combined(paths, infos, args.agreement)
     prune = decode.get("prune", "topk")
     trees = collect_config({k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__
                             and k not in ("schedule", "clock")})  # the trees it learns on
@@ -133,26 +138,29 @@ def run(args: argparse.Namespace) -> int:
     lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
     weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
     record = {
-        "trajectories": str(path), "rows": len(df), "prompts": int(df["qid"].nunique()),
+        "trajectories": str(path) if len(paths) == 1 else [str(p) for p in paths], "rows": len(df), "prompts": int(df["qid"].nunique()),
         "round_starts": int(df["state"].nunique()), "categories": sorted(df["category"].unique().tolist()),
         "split": sorted(s for s in splits if s), "profile": prof.to_dict(),
         "family": [p.to_dict() for p in family] if family else None,
         "drafter": {k: info.get("shard_meta", [{}])[0].get(k) for k in ("mid_id", "mid_training", "mid_final")},
+        **({"mids": mids_record(df, infos)} if "mid_pair" in df else {}),
         "collection": {k: info.get("shard_meta", [{}])[0].get(k) for k in ("collect", "decode", "dtype", "threads")},
-        "train_args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if not k.startswith("_")},
+        "train_args": {k: plain(v) for k, v in vars(args).items() if not k.startswith("_")},
         "command": " ".join(["treegraft-lab", *sys.argv[1:]]) if sys.argv and "treegraft" in sys.argv[0] else None,
         "train_seconds": round(time.time() - t0, 1), "torch": torch.__version__, "python": platform.python_version(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     art = artifact.SchedulerArtifact(
-        args.pair, D, input_names(chosen, D), chosen, weights, student.xs.mean.tolist(), student.xs.std.tolist(),
+        args.pair, D, input_names(chosen, D, args.agreement), chosen, weights, student.xs.mean.tolist(), student.xs.std.tolist(),
         student.y_mean, student.y_std,
         {"profile_class": "family" if family else profile_class(prof), "profile_name": prof.name, "prune": prune, "growth": growth, **small_meta, **meta,
          "training": record})
-    if art.params != n_params(student.net) or art.params != artifact.PARAMS:
-        raise TreeGraftError(f"the student has {art.params} parameters, expected {artifact.PARAMS}")
+    want = artifact.params(len(art.inputs))
+    if art.params != n_params(student.net) or art.params != want:
+        raise TreeGraftError(f"the student has {art.params} parameters, expected {want}")
     cls = "family" if family else profile_class(prof)
-    out = args.out or SCHEDULER_DIR / name / f"{cls}-{prune}{growth_suffix(growth, small)}"
+    kind = "map" if args.agreement else cls  # across mid drafters: <pair>/map-<prune>[-<growth>]
+    out = args.out or SCHEDULER_DIR / name / f"{kind}-{prune}{growth_suffix(growth, small)}"
     vw = {k: v for k, v in value.net.state_dict().items()}
     vw.update({"x_mean": torch.from_numpy(value.xs.mean), "x_std": torch.from_numpy(value.xs.std),
                "y_mean": torch.from_numpy(value.ys.mean), "y_std": torch.from_numpy(value.ys.std)})
@@ -161,3 +169,60 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps({"artifact": str(out), "params": art.params, "selected": chosen, "r2": meta["r2"],
                       "student_cv": meta["student_cv"], "replay_tokens_per_s": meta["replay_tokens_per_s"]}, indent=1))
     return 0
+
+
+def read_info(path: Path, pair: str) -> dict:
+    """A merged trajectories file's trajectories.json, refused in one line when missing, of held-out
+    prompts or without a profile."""
+    if not path.is_file():
+        raise TreeGraftError(f"no trajectories at {path}: run `treegraft-lab collect --pair {pair}` "
+                             "and then `treegraft-lab collect --pair ... --merge`")
+    info_path = path.with_suffix(".json")
+    info = json.loads(info_path.read_text()) if info_path.is_file() else {}
+    splits = {m.get("split") for m in info.get("shard_meta", [])}
+    if splits - {"train", None}:  # eval, all, validation: held-out prompts
+        raise TreeGraftError(f"{path} holds {sorted(s for s in splits if s)} prompts: train the scheduler on the train "
+                             "split only (eval and validation are held out)")
+    if not info.get("profile") or not info.get("shard_meta"):
+        raise TreeGraftError(f"{info_path} carries no device profile (missing, or an older format): "
+                             "collect and merge the trajectories again")
+    return info
+
+
+def combined(paths: list[Path], infos: list[dict], agreement: bool):
+    """The trajectories of one or more files as one frame. Several files (several mid drafters): each
+    round start is renamed `<pair>/<state>` so that two drafters' starts on a prompt stay apart (the
+    CV still groups them by prompt) and a `mid_pair` column names the drafter; with `agreement`, a
+    `mid_agreement` column holds its card's agreement (`regime.mid_agreement`)."""
+    import pandas as pd
+
+    from treegraft_lab.regime import mid_agreement
+
+    pairs = [i.get("pair", "") for i in infos]
+    if len(set(pairs)) != len(pairs):
+        raise TreeGraftError(f"the trajectories files name the pairs {pairs}: give one file per mid drafter")
+    agree = [mid_agreement(p) for p in pairs] if agreement else [None] * len(pairs)  # a missing card, before reading
+    if len(paths) == 1 and not agreement:
+        return pd.read_parquet(paths[0])
+    parts = []
+    for path, pair, a in zip(paths, pairs, agree):
+        df = pd.read_parquet(path)
+        df = df.assign(state=pair + "/" + df["state"].astype(str), mid_pair=pair)
+        parts.append(df.assign(mid_agreement=a) if agreement else df)
+    return pd.concat(parts, ignore_index=True)
+
+
+def mids_record(df, infos: list[dict]) -> dict:
+    """Per mid drafter trained on: its weights' folder, round starts and (when an input) agreement."""
+    out = {}
+    for i in infos:
+        sub = df[df["mid_pair"] == i["pair"]]
+        out[i["pair"]] = {"mid_id": i["shard_meta"][0].get("mid_id"), "round_starts": int(sub["state"].nunique()),
+                          "prompts": int(sub["qid"].nunique()),
+                          **({"agreement": float(sub["mid_agreement"].iloc[0])} if "mid_agreement" in sub else {})}
+    return out
+
+
+def plain(v):
+    """An argument as JSON holds it: paths (and lists of them) as strings."""
+    return str(v) if isinstance(v, Path) else [plain(x) for x in v] if isinstance(v, list) else v

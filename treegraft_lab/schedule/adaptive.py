@@ -2,12 +2,15 @@
 
 The 17 inputs, in the artifact's order: log1p(prompt length), T_tgt ms, T_mid ms,
 log(T_tgt / T_mid), k / D, (mid calls so far) / D, D bits for the earlier steps' decisions, and
-the artifact's chosen signals. z-scored with the artifact's statistics; the output is
+the artifact's chosen signals. An artifact trained across mid drafters (`map`) has an 18th input
+after the six context ones: the mid drafter's greedy agreement with its target, read from the
+drafter's measured card (data/models/<mid>/card.json) when the policy is built. z-scored with the artifact's statistics; the output is
 de-normalised with the label mean/std, so its sign is the decision. CPU float32, no training code.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -101,15 +104,38 @@ def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: 
               f"--prune {prune} --growth {growth} --small {small}` and `treegraft-lab train-scheduler`")
 
 
+def mid_card_agreement(pair) -> float:
+    """The pair's mid drafter's greedy agreement with its target, from the card beside its weights
+    (`treegraft-lab zoo card PAIR --write-card`); refused in one line when there is none."""
+    mid = getattr(pair, "mid_id", "") or ""
+    card = Path(mid) / "card.json" if mid else None
+    if card is None or not card.is_file():
+        raise TreeGraftError(
+            f"this scheduler takes the mid drafter's agreement as an input, but {getattr(pair, 'name', pair)!r}'s mid "
+            f"drafter has no measured card ({card or 'no mid drafter'}): run `treegraft-lab zoo card PAIR --write-card`, "
+            "or use a scheduler trained without it")
+    try:
+        return float(json.loads(card.read_text())["agreement"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise TreeGraftError(f"{card} holds no readable 'agreement' ({e}): write the card again with "
+                             "`treegraft-lab zoo card PAIR --write-card`") from e
+
+
 class AdaptivePolicy:
-    """The online scheduler; `last_score` is the last de-normalised margin (the recorder reads it)."""
+    """The online scheduler; `last_score` is the last de-normalised margin (the recorder reads it).
+    `agreement`: the mid drafter's agreement, for an artifact that takes it as an input (else unused)."""
 
     name = "adaptive"
 
-    def __init__(self, art: art_io.SchedulerArtifact) -> None:
+    def __init__(self, art: art_io.SchedulerArtifact, agreement: float | None = None) -> None:
         self.artifact = art
         self.depth = art.depth
         self.signals = list(art.signals)
+        self.uses_agreement = art_io.AGREEMENT in art.inputs
+        if self.uses_agreement and (agreement is None or not math.isfinite(agreement)):
+            raise TreeGraftError("this scheduler takes the mid drafter's agreement as an input: pass agreement=, "
+                                 "or build it with AdaptivePolicy.for_pair (which reads the drafter's card)")
+        self.agreement = float(agreement) if self.uses_agreement else None
         w = {k: v.float().numpy() for k, v in art.weights.items()}
         # fold the input z-scoring into the first layer: W (x - m) / s + b = (W / s) x + (b - W m / s)
         self.x_mean = list(art.x_mean)
@@ -140,16 +166,17 @@ class AdaptivePolicy:
                                  "use that depth or train a scheduler for this one")
         check_match({"pair": art.pair, **art.meta}, None if config.scheduler_path else name, profile, config.prune, folder,
                     config.growth, config.small, config.recycle_below)
-        return cls(art)
+        return cls(art, mid_card_agreement(pair) if art_io.AGREEMENT in art.inputs else None)
 
     def features(self, ctx) -> list[float]:
-        """The 17 raw inputs for one decision."""
+        """The raw inputs for one decision (17; 18 with the mid drafter's agreement after the context)."""
         D, hist = self.depth, ctx.history
         t_tgt, t_mid = float(ctx.t_tgt_ms), float(ctx.t_mid_ms)
         ratio = math.log(t_tgt / t_mid) if t_tgt > 0 and t_mid > 0 else 0.0
         bits = [float(hist[j]) if j < len(hist) else 0.0 for j in range(D)]
         sig = ctx.signals()
-        return [math.log1p(ctx.prompt_len), t_tgt, t_mid, ratio, ctx.k / D, sum(hist) / D, *bits,
+        agree = [self.agreement] if self.uses_agreement else []
+        return [math.log1p(ctx.prompt_len), t_tgt, t_mid, ratio, ctx.k / D, sum(hist) / D, *agree, *bits,
                 *(float(sig[s]) for s in self.signals)]
 
     def score(self, x: list[float]) -> float:

@@ -3,7 +3,8 @@
     scheduler.json          format, pair, depth, input names, chosen signals, candidates,
                             normalisation (x_mean, x_std, y_mean, y_std), parameter count, CV
                             table, R^2 and replay scores, training record
-    student.safetensors     g_psi: l1.weight [64, 17], l1.bias, l2.weight [32, 64], l2.bias,
+    student.safetensors     g_psi: l1.weight [64, 17] (18 with the mid drafter's agreement as an
+                            input, `AGREEMENT`), l1.bias, l2.weight [32, 64], l2.bias,
                             l3.weight [1, 32], l3.bias
     value.safetensors       f_theta (the teacher; for analysis only, never loaded online)
 
@@ -29,6 +30,22 @@ VALUE_NAME = "value.safetensors"
 SHAPES = {"l1.weight": (64, 17), "l1.bias": (64,), "l2.weight": (32, 64), "l2.bias": (32,),
           "l3.weight": (1, 32), "l3.bias": (1,)}
 PARAMS = sum(math.prod(s) for s in SHAPES.values())  # 3265
+AGREEMENT = "mid_agreement"  # the optional context input after the six (training.value.AGREEMENT)
+
+
+def context_inputs(inputs: list[str]) -> int:
+    """How many context inputs come before the history bits: 6, or 7 with the mid drafter's agreement."""
+    return 7 if AGREEMENT in inputs else 6
+
+
+def shapes(n_in: int) -> dict[str, tuple[int, ...]]:
+    """g_psi's tensor shapes for `n_in` inputs (`SHAPES` for 17)."""
+    return {**SHAPES, "l1.weight": (SHAPES["l1.weight"][0], n_in)}
+
+
+def params(n_in: int) -> int:
+    """g_psi's parameter count for `n_in` inputs (`PARAMS` for 17)."""
+    return sum(math.prod(s) for s in shapes(n_in).values())
 
 
 @dataclass
@@ -99,8 +116,9 @@ def load(folder: str | Path) -> SchedulerArtifact:
     except (SafetensorError, OSError, ValueError) as e:
         raise _bad(folder, f"{STUDENT_NAME} is missing or unreadable ({e})") from e
     got = {k: tuple(v.shape) for k, v in w.items()}
-    if got != SHAPES:
-        raise _bad(folder, f"{STUDENT_NAME} holds tensors {got}, expected {SHAPES}")
+    n_in = SHAPES["l1.weight"][1] + (isinstance(doc.get("inputs"), list) and AGREEMENT in doc["inputs"])  # or 18
+    if got != shapes(n_in):
+        raise _bad(folder, f"{STUDENT_NAME} holds tensors {got}, expected {shapes(n_in)}")
     if not all(bool(torch.isfinite(v).all()) for v in w.values()):
         raise _bad(folder, f"{STUDENT_NAME} holds non-finite weights")
     try:
@@ -109,13 +127,15 @@ def load(folder: str | Path) -> SchedulerArtifact:
         y_mean, y_std = float(doc["y_mean"]), float(doc["y_std"])
     except (KeyError, TypeError, ValueError) as e:
         raise _bad(folder, f"{META_NAME} lacks or garbles a field ({e})") from e
-    n_in = SHAPES["l1.weight"][1]
     unknown = [s for s in signals if s not in SIGNALS]
     if unknown:
         raise _bad(folder, f"unknown signals {unknown} (known: {', '.join(SIGNALS)})")
-    if len(inputs) != n_in or len(x_mean) != n_in or len(x_std) != n_in or len(signals) != n_in - 6 - depth:
-        raise _bad(folder, f"{n_in} inputs expected (6 context + {depth} history bits + signals), "
+    n_ctx = context_inputs(inputs)
+    if len(inputs) != n_in or len(x_mean) != n_in or len(x_std) != n_in or len(signals) != n_in - n_ctx - depth:
+        raise _bad(folder, f"{n_in} inputs expected ({n_ctx} context + {depth} history bits + signals), "
                            f"got {len(inputs)} names, {len(x_mean)} means, {len(x_std)} stds, {len(signals)} signals")
+    if AGREEMENT in inputs and inputs.index(AGREEMENT) != 6:
+        raise _bad(folder, f"{AGREEMENT} must be the 7th input, after the six context inputs")
     if inputs[-len(signals):] != signals:
         raise _bad(folder, "the last inputs must be the chosen signals, in order")
     if not all(math.isfinite(v) for v in [*x_mean, *x_std, y_mean, y_std]) or min(x_std) <= 0 or y_std <= 0:

@@ -37,14 +37,16 @@ from treegraft_lab.training.collect import apply_costs
 from treegraft_lab.training.grouped_cv import group_folds, r2
 
 CONTEXT = ("log1p_prompt_len", "t_tgt_ms", "t_mid_ms", "log_tgt_over_mid", "k_over_D", "calls_over_D")
+AGREEMENT = "mid_agreement"  # the optional 7th context input: the mid drafter's greedy agreement with the target
 MID_SCALES = (0.5, 0.7, 1.0, 1.4, 2.0)
 TGT_SCALES = (0.7, 1.0, 1.4, 2.0)  # a loaded machine slows verification too
 
 
 # ---------------------------------------------------------------------------- inputs
-def input_names(signals: Sequence[str], D: int) -> list[str]:
-    """Names of the student's inputs: context, history bits, signals (17 for D = 5 and 6 signals)."""
-    return [*CONTEXT, *(f"hist{j + 1}" for j in range(D)), *signals]
+def input_names(signals: Sequence[str], D: int, agreement: bool = False) -> list[str]:
+    """Names of the student's inputs: context (with `agreement`, the mid drafter's agreement after it),
+    history bits, signals (17 for D = 5 and 6 signals, 18 with the agreement)."""
+    return [*CONTEXT, *([AGREEMENT] if agreement else []), *(f"hist{j + 1}" for j in range(D)), *signals]
 
 
 def _bits(df: pd.DataFrame, D: int) -> np.ndarray:
@@ -52,13 +54,16 @@ def _bits(df: pd.DataFrame, D: int) -> np.ndarray:
 
 
 def student_inputs(df: pd.DataFrame, signals: Sequence[str], D: int) -> np.ndarray:
-    """[n, 6 + D + len(signals)] float32, in `input_names` order, from trajectory/state rows."""
+    """[n, 6 + D + len(signals)] float32, in `input_names` order, from trajectory/state rows; rows with a
+    `mid_agreement` column (trajectories of several mid drafters) get it as a 7th context input."""
     k = df["k"].to_numpy()
     bits = _bits(df, D)
     hist = bits * (np.arange(1, D + 1)[None, :] < k[:, None])
     t_tgt, t_mid = df["t_tgt_ms"].to_numpy(float), df["t_mid_ms"].to_numpy(float)
     ctx = np.stack([np.log1p(df["prompt_len"].to_numpy(float)), t_tgt, t_mid, np.log(t_tgt / t_mid),
                     k / D, hist.sum(1) / D], axis=1)
+    if AGREEMENT in df.columns:
+        ctx = np.concatenate([ctx, df[[AGREEMENT]].to_numpy(float)], axis=1)
     sig = df[[f"sig_{s}" for s in signals]].to_numpy(float)
     return np.concatenate([ctx, hist, sig], axis=1).astype(np.float32)
 
