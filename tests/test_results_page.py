@@ -52,9 +52,9 @@ def test_every_table_of_the_results_page_names_its_command_machine_and_date(page
 
 
 def readme_prose() -> str:
-    """README.md without its generated block, code (fenced and inline), link targets and the pairs table."""
+    """README.md without its generated blocks, code (fenced and inline), link targets and the pairs table."""
     text = (REPO_DIR / "README.md").read_text()
-    text = re.sub(r"<!-- results:.*?<!-- end of results -->", "", text, flags=re.S)
+    text = re.sub(r"<!-- (?:int8 )?results:.*?<!-- end of (?:int8 )?results -->", "", text, flags=re.S)
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     text = re.sub(r"`[^`]*`", "", text)
     text = re.sub(r"\]\([^)]*\)", "]", text)

@@ -91,8 +91,10 @@ def bench_provenance(*folders: str) -> str:
 
 
 def repeats_caveat(metas: list[dict]) -> str:
-    """A warning under a table whose repeats let a decoder meet a prompt it had already answered."""
-    stale = [m for m in metas if m["settings"].get("repeats", 1) > 1 and m.get("repeats_from") != "same start"]
+    """A warning under a table whose repeats let a decoder meet a prompt it had already answered (a run
+    before repeats started from the same state, with Token Recycling's matrix, kept across runs)."""
+    stale = [m for m in metas if m["settings"].get("repeats", 1) > 1 and m.get("repeats_from") != "same start"
+             and ("recycling" in (m["settings"].get("small") or "") or "recycling" in m["settings"].get("methods", []))]
     if not stale:
         return ""
     return (" **Repeats overstate the tree methods here:** this run repeated each prompt back to back, and Token "
