@@ -54,7 +54,10 @@ def test_every_table_of_the_results_page_names_its_command_machine_and_date(page
 def readme_prose() -> str:
     """README.md without its generated blocks, code (fenced and inline), link targets and the pairs table."""
     text = (REPO_DIR / "README.md").read_text()
-    text = re.sub(r"<!-- (?:int8 )?results:.*?<!-- end of (?:int8 )?results -->", "", text, flags=re.S)
+    from treegraft_lab import report
+
+    for begin, end in ((report.README_BEGIN, report.README_END), (report.README_INT8_BEGIN, report.README_INT8_END)):
+        text = re.sub(re.escape(begin) + ".*?" + re.escape(end), "", text, flags=re.S)
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     text = re.sub(r"`[^`]*`", "", text)
     text = re.sub(r"\]\([^)]*\)", "]", text)

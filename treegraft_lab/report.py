@@ -87,19 +87,8 @@ def bench_provenance(*folders: str) -> str:
     machines = list(dict.fromkeys(bench_machine(m) for m in metas))
     dates = ", ".join(f"{m['started']} to {m['finished']}" for m in metas)
     data = "`, `".join(f"data/bench/{f}" for f in folders)
-    return provenance([m["settings"]["command"] for m in metas], "; ".join(machines), dates, data) + repeats_caveat(metas)
+    return provenance([m["settings"]["command"] for m in metas], "; ".join(machines), dates, data)
 
-
-def repeats_caveat(metas: list[dict]) -> str:
-    """A warning under a table whose repeats let a decoder meet a prompt it had already answered (a run
-    before repeats started from the same state, with Token Recycling's matrix, kept across runs)."""
-    stale = [m for m in metas if m["settings"].get("repeats", 1) > 1 and m.get("repeats_from") != "same start"
-             and ("recycling" in (m["settings"].get("small") or "") or "recycling" in m["settings"].get("methods", []))]
-    if not stale:
-        return ""
-    return (" **Repeats overstate the tree methods here:** this run repeated each prompt back to back, and Token "
-            "Recycling's matrix, kept across runs, had already seen the prompt's answer in repeats 2 and later (the "
-            "bench now starts every repeat of a prompt from the same state).")
 
 
 def bench_summary(folder: str, clock: str) -> pd.DataFrame:
