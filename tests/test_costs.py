@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 
 import pytest
 
@@ -237,6 +238,28 @@ def test_a_profile_whose_smaller_mid_costs_more_than_the_target_is_measured_agai
     assert not list(cache.glob("*.json"))  # nothing insane is cached
 
 
+def test_the_profile_times_every_size_once_per_pass_so_a_busy_spell_slows_all_sizes_alike(cache, monkeypatch):
+    seen = fake_timer(monkeypatch, lambda kind, n, call: (30.0 if kind == "mid" else 90.0) + n / 10)
+    measure.for_pair(small_mid_pair(), progress=False)
+    sizes = len(measure.TARGET_SIZES) + len(measure.MID_SIZES)
+    assert len(seen) == 5 * sizes
+    for p in range(5):  # pass p holds the p-th timing of every size
+        assert sorted(seen[p * sizes:(p + 1) * sizes]) == sorted(set(seen))
+
+
+def test_a_size_timed_fast_by_chance_does_not_make_a_run_of_tree_tokens_free():
+    medians = {1: 70.0, 2: 72.0, 4: 76.0, 8: 66.0, 12: 90.0, 16: 98.0, 32: 130.0}  # 8 caught a quiet moment (-20%)
+    fit = measure.fitted(medians)
+    sizes = sorted(medians)
+    assert list(fit) == sizes
+    step = [(fit[b] - fit[a]) / (b - a) for a, b in zip(sizes, sizes[1:])]  # ms a token, size to size
+    assert all(s > 0 for s in step) and all(b >= a - 1e-9 for a, b in zip(step, step[1:]))  # a token never free
+    assert min(fit[n] for n in (1, 2, 4, 8)) > 70.0  # a running minimum would price 1..8 at 66 ms: seven free tokens
+    gpu = measure.fitted({1: 20.0, 8: 20.2, 64: 21.0, 128: 33.0})  # flat, then rising: kept so
+    assert gpu[1] == pytest.approx(20.0, abs=0.2) and gpu[128] == pytest.approx(33.0, abs=0.2)
+    assert measure.fitted({1: 5.0, 2: 6.0}) == {1: 5.0, 2: 6.0}
+
+
 def test_a_noisy_measurement_is_measured_again_and_kept_with_its_n_spread_and_date(cache, monkeypatch):
     def ms(kind, n, call):  # the first 5 timings of each size disagree by 2x, the next 5 within 3%
         base = (30.0 if kind == "mid" else 90.0) + n / 10
@@ -251,7 +274,16 @@ def test_a_noisy_measurement_is_measured_again_and_kept_with_its_n_spread_and_da
     measure.read_profile.cache_clear()
     back = measure.cached(pair)
     assert (back.n, back.spread, back.measured, back.checked) == (prof.n, prof.spread, prof.measured, prof.checked)
-    monkeypatch.setattr(measure, "forward_times", lambda m, n, c=0, repeats=5: [1.0 if i % 2 else 1e3 for i in range(repeats)])
+    calls = Counter()  # timings of each (model, size) so far: of every five, 1 s, 1 ms, 1 s, 1 ms, 1 s
+
+    def wild(m, n, c=0, repeats=5):
+        out = []
+        for _ in range(repeats):
+            out.append(1.0 if calls[id(m), n] % 5 in (1, 3) else 1e3)
+            calls[id(m), n] += 1
+        return out
+
+    monkeypatch.setattr(measure, "forward_times", wild)
     with pytest.raises(TreeGraftError, match=r"disagree by .* \(more than 50%\)"):
         measure.for_pair(pair, refresh=True, progress=False)
 

@@ -24,6 +24,8 @@ import functools
 import json
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -37,8 +39,9 @@ from treegraft_lab.models import cpu_name
 from treegraft_lab.profile_cache import cache_dir, digest, folder_fingerprint
 from treegraft_lab.tree import SMALL, DraftTree
 
-TARGET_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
-LONG_SIZES = (1, 16, 64)  # the target curve at CONTEXT_LONG: what a tree token costs after a long prompt
+TARGET_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)  # dense where small trees are priced
+LONG_SIZES = (1, 8, 16, 64)  # the target curve at CONTEXT_LONG: what a tree token costs after a long prompt
+METHOD = "interleaved passes, convex fit"  # in the profile key: a profile measured otherwise is measured again
 MID_SIZES = (1, 10, 25, 50, 100, 200, 400)
 
 
@@ -126,7 +129,7 @@ def _key(target: dict, mid: dict | None, device, dtype, forward_path: str) -> di
     hw = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
     return {"target": target, "mid": mid, "device": str(device), "hardware": hw,
             "dtype": str(dtype).removeprefix("torch."), "threads": torch.get_num_threads(),
-            "forward_path": forward_path, "torch": torch.__version__}
+            "forward_path": forward_path, "torch": torch.__version__, "measured_by": METHOD}
 
 
 def profile_key(pair) -> dict:
@@ -138,13 +141,35 @@ def profile_key(pair) -> dict:
     return _key(t, m, pair.target.device, pair.target.dtype, getattr(pair, "forward_path", "stock"))
 
 
+_held: dict | None = None  # (id(model), context) -> [cache, ids, sizes warmed], within `prefilled` only
+
+
+@contextmanager
+def prefilled() -> Iterator[None]:
+    """Within it, `forward_times` prefills each (model, context) once and warms each size once, so that
+    interleaved passes over the sizes cost one forward per timing."""
+    global _held
+    _held = {}
+    try:
+        yield
+    finally:
+        _held = None
+
+
 def forward_times(model, n: int, context: int = CONTEXT, repeats: int = 3) -> list[float]:
     """ms of each of `repeats` forwards of `n` new tokens after `context` cached ones (a causal
     mask: a tree mask of the same size costs the same), after one warm-up."""
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, model.config.vocab_size, (context + n,), generator=g).tolist()
-    cache = kv.new_cache(model)
-    kv.prefill(model, cache, ids[:context])
+    held = _held.get((id(model), context)) if _held is not None else None
+    if held is None:
+        g = torch.Generator().manual_seed(0)
+        ids = torch.randint(0, model.config.vocab_size, (context + max(TARGET_SIZES[-1], MID_SIZES[-1], n),),
+                            generator=g).tolist()
+        cache = kv.new_cache(model)
+        kv.prefill(model, cache, ids[:context])
+        held = [cache, ids, set()]
+        if _held is not None:
+            _held[(id(model), context)] = held
+    cache, ids, warmed = held
     allowed = torch.ones(n, context + n, dtype=torch.bool)
     allowed[:, context:] = torch.ones(n, n, dtype=torch.bool).tril()
     positions = torch.arange(context, context + n)
@@ -152,11 +177,13 @@ def forward_times(model, n: int, context: int = CONTEXT, repeats: int = 3) -> li
     sub = head.sub_logits if hasattr(head, "sub_logits") else None  # as the mid drafter calls it
 
     def step() -> None:
-        kv.masked_forward(model, cache, ids[context:], positions, allowed, sub)
+        kv.masked_forward(model, cache, ids[context:context + n], positions, allowed, sub)
         kv.truncate(cache, context)
 
     devices = cuda_devices(model)
-    step()  # warm-up
+    if n not in warmed:
+        step()  # warm-up
+        warmed.add(n)
     return [1000 * timed(step, devices=devices)[1] for _ in range(repeats)]
 
 
@@ -204,26 +231,31 @@ def long_context(model) -> int:
 
 def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
     """Measure this device's profile for `pair` (target curve, mid curve if it has a mid, n-gram step):
-    each size timed `repeats` times by `forward_times`; the profile keeps the medians, n, the
-    spread of the repeats (`rel_spread`, median over the sizes of at least JUDGED_MS; None unless
-    most forwards are that long: tiny models are timed, not judged) and the date. Not checked: see `measure_checked`."""
+    `repeats` interleaved passes, each timing every size once (`forward_times`), so that a busy spell
+    of the machine slows every size alike rather than a few. Each curve is the nondecreasing convex
+    least-squares fit of the sizes' medians (`fitted`). The profile keeps n, the spread
+    of the repeats (`rel_spread`, median over the sizes of at least JUDGED_MS; None unless most
+    forwards are that long: tiny models are timed, not judged) and the date. Not checked: see `measure_checked`."""
     mid = getattr(pair, "mid", None)
     long = long_context(pair.target)
     jobs = [("target", n) for n in TARGET_SIZES] + ([("mid", n) for n in MID_SIZES] if mid is not None else [])
     jobs += [("target_long", n) for n in LONG_SIZES] if long else []
+    times: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
+    bar = tqdm(total=repeats * len(jobs), desc="measuring the device profile", disable=not progress, leave=False)
+    with torch.inference_mode(), prefilled():
+        for _ in range(repeats):
+            for kind, n in jobs:
+                model = mid if kind == "mid" else pair.target
+                times[kind, n] += forward_times(model, n, long if kind == "target_long" else CONTEXT, 1)
+                bar.update()
+    bar.close()
     curves: dict[str, dict[int, float]] = {"target": {}, "mid": {}, "target_long": {}}
     spreads = []
-    bar = tqdm(jobs, desc="measuring the device profile", disable=not progress, leave=False)
-    with torch.inference_mode():
-        for kind, n in bar:
-            times = forward_times(mid if kind == "mid" else pair.target, n, long if kind == "target_long" else CONTEXT, repeats)
-            curves[kind][n] = statistics.median(times)
-            if curves[kind][n] >= JUDGED_MS:  # shorter forwards: the OS scheduler's slices, not the device
-                spreads.append(rel_spread(times))
-    for kind in curves:  # a forward of more tokens never costs less: a spike is noise (suffix minimum)
-        sizes = sorted(curves[kind])
-        for a, b in zip(sizes[-2::-1], sizes[::-1]):
-            curves[kind][a] = min(curves[kind][a], curves[kind][b])
+    for (kind, n), ts in times.items():
+        curves[kind][n] = statistics.median(ts)
+        if curves[kind][n] >= JUDGED_MS:  # shorter forwards: the OS scheduler's slices, not the device
+            spreads.append(rel_spread(ts))
+    curves = {kind: fitted(curve) for kind, curve in curves.items()}
     key = profile_key(pair)
     small = small_step_ms(getattr(pair, "tokenizer", None))
     words = f"{key['hardware']}, {key['device']}, {key['dtype']}, {key['threads']} threads, forward path {key['forward_path']}"
@@ -232,6 +264,23 @@ def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
                          curves["mid"], small, words, f"measured {when}", CONTEXT, key, n=repeats,
                          spread=statistics.median(spreads) if 2 * len(spreads) >= len(jobs) else None, measured=when,
                          target_long=curves["target_long"], context_long=long)
+
+
+def fitted(curve: dict[int, float]) -> dict[int, float]:
+    """The least-squares fit of {size: ms} by a nondecreasing convex piecewise-linear curve with a knot
+    at each size (scipy's non-negative least squares over hinge functions): a forward of more tokens
+    never costs less, and a token never costs less than the one before it. A size timed fast or slow
+    by chance moves its neighbours a little instead of making a run of tokens free (a running minimum,
+    or an isotonic fit, prices a flat stretch at 0 ms a token, and value pruning then fills it)."""
+    if len(curve) < 3:
+        return dict(curve)
+    import numpy as np
+    from scipy.optimize import nnls
+
+    xs = np.array(sorted(curve), dtype=float)
+    basis = np.column_stack([np.ones_like(xs), *(np.maximum(0.0, xs - k) for k in xs[:-1])])
+    weights, _ = nnls(basis, np.array([curve[int(x)] for x in xs]))
+    return {int(x): float(v) for x, v in zip(xs, basis @ weights)}
 
 
 # ---------------------------------------------------------------------------- sanity
