@@ -198,3 +198,21 @@ def test_peer_files_pick_spec_benchs_vanilla_run_as_the_baseline():
     t = specbench.speedup_table(pq).set_index(["group", "method"])
     assert t.loc[("qa", "vicuna-7b-eagle"), "speedup"] == pytest.approx(2.0)
     assert t.loc[("qa", "vicuna-7b-eagle"), "mean_accepted"] == pytest.approx(3.0)
+
+
+def test_the_answer_writers_warm_up_leaves_token_recyclings_matrix_as_it_was(pair, tmp_path, monkeypatch):
+    from treegraft_lab import bench, costs
+
+    run = specbench.conversation_runner(pair, "recycling", 8, "topk", "wall", None, costs.load("a100-paper"))
+    before = run.carried_state()
+    bench.warm_up(run, [{"role": "user", "content": "Count from one to ten, please."}], 6)
+    after = run.carried_state()
+    assert (before["matrix"] is None and after["matrix"] is None) or bool((before["matrix"] == after["matrix"]).all())
+    run([{"role": "user", "content": "Count from one to ten, please."}], 6)  # a timed run does change it
+    assert run.carried_state()["matrix"] is not None
+    warmed = []
+    monkeypatch.setattr(bench, "warm_up", lambda runner, messages, n: warmed.append(n) or runner(messages, n))
+    questions = [json.loads(x) for x in QUESTIONS.read_text().splitlines()][:1]
+    specbench.answer_questions(pair, questions, ["recycling"], tmp_path / "a", max_new_tokens=4, budget=8,
+                               warmup_tokens=2, progress=False)
+    assert warmed == [2, 2]  # ar and recycling, each warmed through `bench.warm_up`

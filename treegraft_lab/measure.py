@@ -1,7 +1,7 @@
 """This device's cost profile, measured once and cached; the one timing helper.
 
 The pure cost model is `treegraft_lab.costs`; this module is what fills it on the running
-machine. `for_pair(pair)` measures the device once (a progress bar, about 10-30 s on a CPU) and
+machine. `for_pair(pair)` measures the device once (a progress bar, about 20-60 s on a CPU) and
 caches the result on disk per (model shapes and files, device, dtype, threads, forward path);
 `cached(pair)` only reads that cache. `resolve(clock, pair)` turns a `DecodeConfig.clock` (a name)
 into a `DeviceProfile` and is called once at the edge (the CLI commands, bench, widgets and notebook

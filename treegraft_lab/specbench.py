@@ -113,6 +113,7 @@ def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = 
                 **{k: s[k] for k in ("draft_s", "verify_s", "forward_s", "overhead_s", "prefill_s")},
                 "decoding_steps": len(rounds), "accept_lengths": [r.accepted + 1 for r in rounds]}
 
+    run_tree.carried_state, run_tree.restore_state = dec.carried_state, dec.restore_state  # see `bench.warm_up`
     return run_tree
 
 
@@ -125,7 +126,7 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
     """Decode every turn of every question with each method; write `folder/<method>.jsonl`.
 
     Methods run interleaved question by question, in an order rotated from question to question
-    (as `bench.run_bench`); each is warmed up once (untimed) on the first turn. Returns one
+    (as `bench.run_bench`); each is warmed up once (untimed) on the first turn, leaving no state behind. Returns one
     record per (question, method) in `bench`'s record format (turns summed; `match`: every turn
     identical to ar's), so `bench.summarize` applies.
     """
@@ -146,8 +147,8 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
     model_id = model_id or getattr(pair, "name", "model")
     here = measure.resolve("wall", pair)  # this device's profile, resolved once for every decoder
     runners = {m: conversation_runner(pair, m, budget, prune, "wall", growth, here) for m in methods}
-    for run in runners.values():  # warm-up, untimed
-        run([{"role": "user", "content": questions[0]["turns"][0]}], min(warmup_tokens, max_new_tokens))
+    for run in runners.values():  # warm-up, untimed, leaving no state behind (Token Recycling's matrix)
+        bench.warm_up(run, [{"role": "user", "content": questions[0]["turns"][0]}], min(warmup_tokens, max_new_tokens))
     files = {m: open(folder / f"{m}.jsonl", "w", encoding="utf-8") for m in methods}
     rows = []
     bar = tqdm(total=len(questions) * len(methods), desc="answers", disable=not progress, file=sys.stderr)
