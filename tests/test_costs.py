@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 
@@ -141,31 +142,42 @@ def _decisions(dec, ids=IDS, n=24):
     return gen, [(r.round, r.schedule, r.kept) for r in run.rounds.itertuples()]
 
 
-def test_decisions_do_not_follow_the_load_of_the_machine(cache):
-    """The same prompt, pair and profile decide the same with a target forward 30 ms slower."""
+class LoadedClock:
+    """`time.perf_counter` of a machine under an erratic load: every reading jumps ahead by a seeded
+    random 10 ms to 2 s, so every interval the decoder times is long and unlike the calm run's."""
+
+    def __init__(self, seed: int = 0) -> None:
+        import random
+
+        self.rng, self.now, self.reads = random.Random(seed), 1000.0, 0
+
+    def perf_counter(self) -> float:
+        self.now += self.rng.uniform(0.01, 2.0)
+        self.reads += 1
+        return self.now
+
+
+def test_decisions_do_not_follow_the_load_of_the_machine(cache, monkeypatch):
+    """The same prompt, pair and profile decide the same when every timing the decoder reads comes from
+    an erratically loaded clock (injected: no sleeps, nothing measured on this machine's clock)."""
+    from types import SimpleNamespace
+
     from tests.test_scheduler import make_artifact, noisy_pair
+    from treegraft_lab import decoder as decoder_module
 
     pair = noisy_pair()
     prof = costs.DeviceProfile("toy", {1: 20.0, 64: 40.0, 128: 80.0}, {1: 5.0, 500: 30.0}, 0.5)
     folder = cache.parent / "art"
     make_artifact(folder, pair="tiny-llama", profile_class="toy", prune="value")
     cfg = preset("full", schedule="adaptive", prune="value", scheduler_path=str(folder))
-    calm_dec = TreeGraftDecoder(pair, cfg, profile=prof)
-    _decisions(calm_dec)  # warm-up: the first decode's one-off costs would otherwise hide the sleeps
-    calm, calm_rounds = _decisions(calm_dec)
-    slow = TreeGraftDecoder(pair, cfg, profile=prof)
-    sleeps = []
-
-    def sleepy(*_):
-        sleeps.append(0.03)
-        time.sleep(0.03)
-
-    hook = slow.pair.target.get_decoder().register_forward_pre_hook(sleepy)  # every target forward
-    try:
-        loaded, loaded_rounds = _decisions(slow)
-    finally:
-        hook.remove()
-    assert len(sleeps) >= len(loaded_rounds) and loaded.stats["wall_s"] > calm.stats["wall_s"] + 0.5 * sum(sleeps)  # the sleeps show in the wall time
+    calm, calm_rounds = _decisions(TreeGraftDecoder(pair, cfg, profile=prof))
+    clock = LoadedClock()
+    loaded_time = SimpleNamespace(perf_counter=clock.perf_counter, strftime=time.strftime)
+    monkeypatch.setattr(decoder_module, "time", loaded_time)  # the round's own timings
+    monkeypatch.setattr(measure, "time", loaded_time)  # its forwards' laps (`measure.Laps`)
+    loaded, loaded_rounds = _decisions(TreeGraftDecoder(pair, cfg, profile=prof))
+    assert clock.reads >= 2 * len(loaded_rounds)  # the decoder did read the loaded clock, every round
+    assert loaded.stats["wall_s"] >= 0.01 * clock.reads / 2  # ... and reports what it read
     assert loaded_rounds == calm_rounds and loaded.token_ids == calm.token_ids
     assert {s for _, s, _ in calm_rounds} - {"00000"}, "the toy scheduler never called the mid drafter"
     assert loaded.stats["modelled_ms"] == pytest.approx(calm.stats["modelled_ms"])
@@ -178,7 +190,8 @@ def test_a_scheduler_for_another_profile_or_pruning_is_refused(tmp_path):
     cfg = {"schedule": "adaptive", "scheduler_path": str(tmp_path)}
     TreeGraftDecoder(noisy_pair(), preset("full", clock="a100-paper", **cfg))  # the matching one loads
     pair = noisy_pair()
-    here = measure.resolve("wall", pair)  # this CPU's profile, class cpu-float32
+    here = costs.DeviceProfile("measured here", {1: 20.0, 64: 40.0}, {1: 5.0, 500: 30.0}, 0.5,
+                               key={"device": "cpu", "dtype": "float32"}, n=5)  # a measured profile's class: cpu-float32
     with pytest.raises(TreeGraftError, match="trained for profile 'a100-paper', not 'cpu-float32'"):
         TreeGraftDecoder(pair, preset("full", **cfg), profile=here)
     with pytest.raises(TreeGraftError, match="trained for prune 'topk', not 'value'"):
@@ -229,13 +242,19 @@ def fake_timer(monkeypatch, ms):
     return seen
 
 
-def test_a_profile_whose_smaller_mid_costs_more_than_the_target_is_measured_again_then_refused(cache, monkeypatch):
+def test_a_profile_whose_smaller_mid_costs_more_than_the_target_is_measured_again_then_kept_flagged(cache, monkeypatch):
     seen = fake_timer(monkeypatch, lambda kind, n, call: (60.0 if kind == "mid" else 30.0) + n / 10)
-    with pytest.raises(TreeGraftError, match="failed its sanity check twice: a mid forward of 1 tokens .* no less than a "
-                                             "target forward .*re-measure"):
-        measure.for_pair(small_mid_pair(), progress=False)
-    assert seen.count(("mid", 1)) == 2 * 5  # measured once more before refusing
-    assert not list(cache.glob("*.json"))  # nothing insane is cached
+    said = []
+    monkeypatch.setattr(measure, "note", said.append)
+    pair = small_mid_pair()
+    prof = measure.for_pair(pair, progress=False)
+    assert seen.count(("mid", 1)) == 2 * 5  # measured once more before flagging
+    assert prof.flagged and "a mid forward of 1 tokens" in prof.flagged[0] and not prof.checked
+    assert len(said) == 1 and "failed its sanity check twice: a mid forward of 1 tokens" in said[0]
+    assert "`treegraft-lab profile --refresh`" in said[0] and "lossless" in said[0]
+    measure.read_profile.cache_clear()
+    again = measure.for_pair(pair, progress=False)  # cached with its flag: not measured again, said again
+    assert again.flagged == prof.flagged and seen.count(("mid", 1)) == 2 * 5 and len(said) == 2
 
 
 def test_the_profile_times_every_size_once_per_pass_so_a_busy_spell_slows_all_sizes_alike(cache, monkeypatch):
@@ -284,8 +303,9 @@ def test_a_noisy_measurement_is_measured_again_and_kept_with_its_n_spread_and_da
         return out
 
     monkeypatch.setattr(measure, "forward_times", wild)
-    with pytest.raises(TreeGraftError, match=r"disagree by .* \(more than 50%\)"):
-        measure.for_pair(pair, refresh=True, progress=False)
+    monkeypatch.setattr(measure, "note", lambda _: None)
+    busy = measure.for_pair(pair, refresh=True, progress=False)  # disagrees twice: kept, flagged
+    assert len(busy.flagged) == 1 and re.search(r"disagree by .* \(more than 50%\)", busy.flagged[0])
 
 
 def test_a_cached_profile_that_is_insane_or_lacks_its_spread_is_measured_again(cache, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,9 @@ def test_importing_the_package_or_the_decoder_loads_no_training_code():
     assert out == "[] []"
 
 
+ORIGINAL_FOR_PAIR = measure.for_pair
+
+
 @pytest.fixture
 def no_measuring(tmp_path, monkeypatch):
     """An empty profile cache, and measuring made to fail."""
@@ -60,16 +64,18 @@ def no_measuring(tmp_path, monkeypatch):
 TOY = costs.DeviceProfile("toy", {1: 10.0, 64: 20.0}, {1: 2.0, 100: 8.0}, 0.5)
 
 
-def test_the_decoder_never_measures_it_takes_a_named_saved_or_cached_profile(no_measuring):
+def test_the_decoder_measures_only_for_wall_and_only_what_is_not_cached(no_measuring, monkeypatch):
     pair = tiny_pair("llama")
     saved = TOY.save(no_measuring / "toy.json")
     for clock in ("a100-paper", str(saved)):
         dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget="auto", clock=clock))
         assert dec.profile.name == ("a100-paper" if clock == "a100-paper" else "toy")
-    with pytest.raises(TreeGraftError, match="not measured yet: run `treegraft-lab profile`"):
-        TreeGraftDecoder(pair, DecodeConfig(schedule="small"))  # "wall" with nothing cached: one clear line
-    TOY.save(measure.cached_path(pair))  # what `measure.for_pair` leaves in the cache
-    assert TreeGraftDecoder(pair, DecodeConfig(schedule="small")).profile == TOY
+    measured, here = [], dataclasses.replace(TOY, n=5)  # what a measurement returns: its n with it
+    monkeypatch.setattr(measure, "measure_checked", lambda p, progress=True: measured.append(p) or here)
+    monkeypatch.setattr(measure, "for_pair", ORIGINAL_FOR_PAIR)
+    assert TreeGraftDecoder(pair, DecodeConfig(schedule="small")).profile == here  # "wall", nothing cached: measured
+    assert measured == [pair] and measure.cached_path(pair).is_file()  # ... and cached
+    assert TreeGraftDecoder(pair, DecodeConfig(schedule="small")).profile.name == "toy" and len(measured) == 1
 
 
 def test_a_decoder_handed_a_profile_prices_every_round_with_exactly_it_and_looks_nothing_up(no_measuring, monkeypatch):

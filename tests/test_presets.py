@@ -31,7 +31,8 @@ def test_decode_config_defaults_are_the_command_lines_defaults():
 def test_the_release_preset_is_the_release_growth_with_the_ngram_drafter():
     cfg = preset("release")
     assert cfg.growth == "release" and cfg.small == "ngram"
-    assert cli_config("--growth", "release", "--small", "ngram") == cfg
+    assert cfg.schedule == "10101" and cfg.prune == "topk"  # the release's evaluator: a fixed schedule, top-k
+    assert cli_config("--growth", "release", "--small", "ngram", "--schedule", "10101", "--prune", "topk") == cfg
 
 
 def test_every_named_growth_names_itself_on_top_of_the_defaults():
@@ -76,12 +77,15 @@ def test_the_library_and_the_command_line_decode_a_prompt_alike(tmp_path, monkey
     monkeypatch.setenv("TREEGRAFT_PROFILE_CACHE", str(tmp_path / "profiles"))
     folder = save_tiny_pair(tmp_path / "pair", scale=16.0) / "target"  # the target as its own mid: long accepts
     prompt, n = "the cat sat on the mat; the cat sat on the hat; the cat", 24
+    pair = load_pair(target=folder, mid=folder, device="cpu", dtype="float32")
+    costs.DeviceProfile("stub", {1: 10.0, 64: 25.0}, {1: 9.0, 400: 30.0}, 0.5, key=measure.profile_key(pair), n=5,
+                        target_long={1: 12.0, 64: 30.0}, context_long=measure.CONTEXT_LONG).save(measure.cached_path(pair))  # this device's profile, as if measured: nothing timed
     where = ["--target", str(folder), "--mid", str(folder), "--device", "cpu", "--dtype", "float32"]
     assert cli.main(["generate", prompt, *where, "--max-new-tokens", str(n), "--record", str(tmp_path / "cli"),
                      "--json"]) == 0
     tokens = json.loads(capsys.readouterr().out)["token_ids"]
-    pair = load_pair(target=folder, mid=folder, device="cpu", dtype="float32")
     dec = TreeGraftDecoder(pair, DecodeConfig(), profile=measure.resolve("wall", pair))
+    assert dec.profile.name == "stub" and dec.config.prune == "value"  # a 64-token forward costs 2.5x one token
     with record(dec) as rec:
         gen = dec.generate(prompt, max_new_tokens=n)
     cols = ["round", "schedule", "accepted", "kept", "nodes"]

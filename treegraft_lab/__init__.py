@@ -20,12 +20,16 @@ _PUBLIC = {
     "load_run": "treegraft_lab.hooks",
     "autoregressive": "treegraft_lab.baselines",
     "TreeGraftError": "treegraft_lab.errors",
+    "preset": "treegraft_lab.presets",
 }
+_MODULES = {"measure": "treegraft_lab.measure"}  # public modules: `treegraft_lab.measure.resolve(clock, pair)`
 
-__all__ = sorted(_PUBLIC)
+__all__ = sorted({*_PUBLIC, *_MODULES})
 
 
 def __getattr__(name: str):
     if name in _PUBLIC:
         return getattr(importlib.import_module(_PUBLIC[name]), name)
+    if name in _MODULES:
+        return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'treegraft_lab' has no attribute {name!r}")

@@ -8,7 +8,8 @@ from typing import Any
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.presets import FULL_GROWTH, GROWTHS, RELEASE_RULES, SPEED  # noqa: F401  (GROWTHS, RELEASE_RULES: re-exported)
 
-NAMED_SCHEDULES = ("small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
+NAMED_SCHEDULES = ("auto", "small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
+PRUNES = ("auto", "topk", "value")
 RULES = ("rule:match", "rule:score")  # optionally with its value: "rule:match=3", "rule:score=0.3"
 EXPANSIONS = ("per_parent", "global")
 # The named tree-growth rules (`presets.GROWTHS`, each every field of GROWTH_FIELDS): "release" is
@@ -78,7 +79,11 @@ def rule_value(schedule: str) -> tuple[str, float | None]:
 class DecodeConfig:
     """One decoding run. The defaults are the speed preset (`presets.SPEED`), what the command line
     means with no flags: the paper's D, W, B_ver and n-gram sizes, the "lookup" growth, the n-gram and
-    Token Recycling small drafters and schedule 10101; `presets.preset("release")` is the release's.
+    Token Recycling small drafters, and schedule="auto", prune="auto": the decoder picks them for its
+    pair and device profile and says so in one line (adaptive where a scheduler is trained for them,
+    else "small"; "value" where a verified node costs, else "topk"; `schedule.choice.resolve_auto`).
+    Ask for a schedule by name ("10101") to see grafting in every tree; `presets.preset("release")` is
+    the release's.
 
     depth: draft steps per round (D). width: frontier width W (the nodes a step expands; the next
     frontier is the top-W of the nodes a step grew). Tree growth (growth "full"
@@ -122,7 +127,7 @@ class DecodeConfig:
     every live node it has not scored (not only the reselection pool and its ancestors) and its
     log-probs replace every edge score of the tree, as the release's whole-tree mid forward does.
     budget: non-root nodes the target verifies (B_ver), or "auto" to pick
-    it from a measured cost curve. prune: "topk" keeps the budget's best nodes by path score (the
+    it from a measured cost curve. prune: "auto" (see above), "topk" keeps the budget's best nodes by path score (the
     paper); "value" keeps, each round, only the best nodes whose calibrated acceptance chance pays
     for their verification time on this device (at most `budget`; budget.ValuePruner). ngram_max/ngram_min: n-gram match sizes of the small drafter.
     expanded_graft (EG) and non_destructive (ND) switch the paper's WHERE and HOW mechanisms.
@@ -130,7 +135,7 @@ class DecodeConfig:
     matrix), "suffix" (a suffix automaton's longest match) or a "+"-joined combination such as
     "ngram+suffix" (`retrieval`). recycle_below: where "ngram" and "recycling" draft together,
     recycled candidates go only under frontier nodes whose longest n-gram match is shorter than this
-    many tokens (default 2: where the text has not repeated itself; 0: under every node). schedule: "small", "mid", a 0/1 mask such as "10101", "adaptive",
+    many tokens (default 2: where the text has not repeated itself; 0: under every node). schedule: "auto" (see above), "small", "mid", a 0/1 mask such as "10101", "adaptive",
     "oracle", a rule ("rule:match": call the mid drafter while the context match is shorter than
     tau tokens; "rule:score": while the best small path's probability is below a threshold; the
     value fitted on the train split, or given as "rule:match=3"), or a policy
@@ -235,7 +240,8 @@ class DecodeConfig:
         need(isinstance(self.recycle_below, int) and not isinstance(self.recycle_below, bool) and self.recycle_below >= 0,
              f"recycle_below must be an integer >= 0 (recycled candidates only under frontier nodes whose n-gram "
              f"match is shorter; 0: everywhere), got {self.recycle_below!r}")
-        need(self.prune in ("topk", "value"), f"prune must be 'topk' (the paper) or 'value' (per-round, cost-aware), got {self.prune!r}")
+        need(self.prune in PRUNES, f"prune must be 'auto' (chosen for the device), 'topk' (the paper) or 'value' "
+             f"(per-round, cost-aware), got {self.prune!r}")
         need(
             isinstance(self.ngram_max, int) and isinstance(self.ngram_min, int) and 1 <= self.ngram_min <= self.ngram_max,
             f"n-gram sizes must satisfy 1 <= ngram_min <= ngram_max, got {self.ngram_min}..{self.ngram_max}",

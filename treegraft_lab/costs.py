@@ -65,6 +65,7 @@ class DeviceProfile:
     checked: list[str] = field(default_factory=list)  # the sanity checks it passed when measured, in words
     target_long: dict[int, float] = field(default_factory=dict)  # the target curve after `context_long` cached tokens
     context_long: int = 0  # 0: measured at `context` only (a named profile): the cost does not depend on the context
+    flagged: list[str] = field(default_factory=list)  # the sanity checks it failed twice (a busy machine), in words
 
     def target_ms(self, tokens: float, context: int | None = None) -> float:
         """A target forward of `tokens` new tokens; after `context` cached ones where the profile has its
@@ -108,7 +109,7 @@ class DeviceProfile:
         return DeviceProfile(f"{self.name}*mid{mid:g}*tgt{target:g}", {n: v * target for n, v in self.target.items()},
                              {n: v * mid for n, v in self.mid.items()}, self.small_ms, self.device, self.source,
                              self.context, dict(self.key), self.n, self.spread, self.measured, list(self.checked),
-                             {n: v * target for n, v in self.target_long.items()}, self.context_long)
+                             {n: v * target for n, v in self.target_long.items()}, self.context_long, list(self.flagged))
 
     @property
     def label(self) -> str:
@@ -145,7 +146,8 @@ class DeviceProfile:
             return cls(str(d["name"]), target, mid, float(d.get("small_ms", 1.0)), str(d.get("device", "")),
                        str(d.get("source", "")), int(d.get("context", CONTEXT)), dict(d.get("key", {})),
                        int(d.get("n", 0)), None if spread is None else float(spread), str(d.get("measured", "")),
-                       [str(c) for c in d.get("checked", [])], long, int(d.get("context_long", 0)) if long else 0)
+                       [str(c) for c in d.get("checked", [])], long, int(d.get("context_long", 0)) if long else 0,
+                       [str(f) for f in d.get("flagged", [])])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TreeGraftError(f"{where} is not a usable device profile ({e}); measure one with "
                                  "`treegraft-lab profile --save FILE`") from e

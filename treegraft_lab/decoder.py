@@ -42,10 +42,12 @@ from treegraft_lab.costs import SKIPPED, DeviceProfile, scheduler_costs
 from treegraft_lab.drafters import ModelDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import HookEvent, check_hooks, record
+from treegraft_lab.notes import note
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import leaf_ms, replay_all
 from treegraft_lab.retrieval import RecyclingDrafter, SmallDrafters, label, merged
 from treegraft_lab.rounds import Draft, RoundInfo, RoundStart, StepResult
+from treegraft_lab.schedule.choice import resolve_auto
 from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.policies import MaskPolicy, Policy, make_policy
 from treegraft_lab.tree import MID, SMALL, DraftTree
@@ -113,21 +115,26 @@ class TreeGraftDecoder:
 
     `profile`: the costs the decoder decides on and prices with, as given (resolve it once with
     `measure.resolve(config.clock, pair)`; a scaled or hand-made profile is fine: it is not checked
-    against `config.clock`, which only names the setting). None: read what `config.clock` names
-    (`measure.read_only`), never measuring; "wall" then needs this device's profile cached."""
+    against `config.clock`, which only names the setting). None: what `config.clock` names
+    (`measure.resolve`: "wall" is this device's profile, measured once, then cached).
+    schedule="auto" / prune="auto" (the defaults) are chosen for the pair and profile here
+    (`schedule.choice.resolve_auto`, said in one line); `self.config` holds what was chosen."""
 
     drafter: Drafter = GraftDrafter()  # holds no state: one serves every decoder
 
     def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None,
                  **overrides) -> None:
         config = replace(config or DecodeConfig(), **overrides)
+        if self._needs_mid(config) and config.schedule != "auto" and pair.mid is None:
+            raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
+        # every cost the decoder decides on: the profile handed in, else the one config.clock names
+        # ("wall": this device's, measured once and cached)
+        self.profile = profile if profile is not None else measure.resolve(config.clock, pair)
+        config, said = resolve_auto(config, pair, self.profile)  # schedule / prune "auto": chosen here, said once
+        note(said)
         self.pair, self.config = pair, config
         self.tokenizer = pair.tokenizer
         self.device = pair.target.device
-        if self._needs_mid(config) and pair.mid is None:
-            raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
-        # every cost the decoder decides on: the profile handed in, else read (never measured)
-        self.profile = profile if profile is not None else measure.read_only(config.clock, pair)
         self.cuda = measure.cuda_devices(pair.target, pair.mid)  # synchronised around `timed`
         self.laps = measure.Laps(self.cuda)  # a round's forwards, timed without waiting (CUDA events)
         self.policy = make_policy(config, pair, self.profile)  # adaptive: its artifact, loaded once

@@ -10,7 +10,7 @@ a decoder handed none only reads (`read_only`): it never measures.
 
 A measured profile is checked (`measure_checked`): a smaller mid drafter must cost less than the
 target, and repeated timings must agree within MAX_SPREAD; one that fails is measured once more,
-then refused. It keeps n, the spread and the date, which the views show beside it.
+then kept flagged (`flagged`), and every process that uses it says so in one line. It keeps n, the spread and the date, which the views show beside it.
 
 `timed(fn, *args, devices=...)` is how the package times work where it measures: it synchronises
 every CUDA device the models use before and after the call (`cuda_devices`), so queued kernels
@@ -36,6 +36,7 @@ from treegraft_lab.costs import CONTEXT, CONTEXT_LONG, PROFILES_DIR, DeviceProfi
 from treegraft_lab.drafters import NgramDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.models import cpu_name
+from treegraft_lab.notes import note
 from treegraft_lab.profile_cache import cache_dir, digest, folder_fingerprint
 from treegraft_lab.tree import SMALL, DraftTree
 
@@ -335,21 +336,30 @@ def problems(prof: DeviceProfile, pair=None) -> list[str]:
     return out
 
 
-def measure_checked(pair, progress: bool = True) -> DeviceProfile:
-    """`measure`, checked by `problems`; one that fails is measured once more, and refused if it
-    fails again. The profile records the checks it passed."""
+def measure_checked(pair, progress: bool = True, measure_fn=None) -> DeviceProfile:
+    """`measure` (or `measure_fn(pair, progress=...)`: injected timings in tests), checked by `problems`;
+    one that fails is measured once more. The profile records the checks it passed; one that fails
+    twice (a busy machine) is kept but flagged: `flagged` holds what failed, and every use says so
+    (`warn_flagged`), until it is measured again on a quiet machine."""
+    measure_fn = measure_fn or measure
     for _ in range(2):
-        prof = measure(pair, progress=progress)
+        prof = measure_fn(pair, progress=progress)
         found = problems(prof, pair)
         if not found:
             prof.checked = ([ORDER_CHECK] if prof.mid and mid_is_smaller(pair) else []) + (
                 [f"repeated timings within {MAX_SPREAD:.0%}"] if prof.spread is not None else [])
             return prof
-    raise TreeGraftError(
-        f"the device profile of {getattr(pair, 'name', 'the pair')} failed its sanity check twice: {'; '.join(found)}. "
-        "The machine was probably busy (another run, notebook or program): let it finish, then measure again with "
-        "`treegraft-lab profile --refresh` or the view's re-measure button; or decide on a named profile "
-        "(clock='a100-paper')")
+    prof.flagged = found
+    return prof
+
+
+def warn_flagged(prof: DeviceProfile, pair=None) -> None:
+    """Say once, in one line, that `prof` failed its sanity check (the decisions it prices may be off)."""
+    if prof.flagged:
+        note(f"the device profile of {getattr(pair, 'name', 'the pair')} ({prof.measured}) failed its sanity check "
+             f"twice: {'; '.join(prof.flagged)}. The machine was probably busy: decoding stays lossless, but choices "
+             "that weigh time (pruning, the scheduler) may be off; measure again when it is quiet with "
+             "`treegraft-lab profile --refresh`, or decide on a named profile (clock='a100-paper')")
 
 
 @functools.cache
@@ -372,9 +382,11 @@ def for_pair(pair, refresh: bool = False, progress: bool = True) -> DeviceProfil
     cached. A cached one measured without its n or spread, or failing `problems`, is measured again."""
     prof = None if refresh else cached(pair)
     stale = prof is not None and bool(long_context(pair.target)) and not prof.target_long  # measured before the long curve
-    if prof is None or not prof.n or stale or problems(prof, pair):  # none yet, broken, unchecked, insane or asked again
+    insane = prof is not None and not prof.flagged and bool(problems(prof, pair))  # a flagged one says so instead
+    if prof is None or not prof.n or stale or insane:  # none yet, broken, unchecked, insane or asked again
         prof = measure_checked(pair, progress=progress)
         prof.save(cached_path(pair))
+    warn_flagged(prof, pair)
     return prof
 
 

@@ -22,7 +22,8 @@ from typing import Any
 import torch
 
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.paths import MODELS_DIR
+from treegraft_lab.notes import note
+from treegraft_lab.paths import MODELS_DIR, SCHEDULER_DIR
 from treegraft_lab.presets import DEFAULT_PAIR, POCKET_DRAFTER
 from treegraft_lab.zoo import DERIVED_MIDS, derived
 
@@ -142,6 +143,22 @@ def auto_dtype_reason(device: torch.device) -> tuple[torch.dtype, str]:
         return torch.float32, ("float32: the CPU has no native bf16 instructions (no avx512_bf16 or "
                                "amx_bf16 flag), where bf16 products are emulated and slower for many tokens")
     return torch.float32, f"float32: default on {device.type}"
+
+
+def scheduler_dtype(name: str | None, device: torch.device) -> tuple[torch.dtype, str] | None:
+    """For `dtype="auto"`: float32 with the reason, where the registered pair `name` has schedulers
+    trained on this kind of device in float32 and none in the dtype auto picks (so that its default
+    decoder runs adaptive); None otherwise. Reads the scheduler folders' names only."""
+    auto = auto_dtype_reason(device)[0]
+    folder = SCHEDULER_DIR / str(name).replace("/", "_")
+    if name is None or auto == torch.float32 or not folder.is_dir():
+        return None
+    trained = {p.name for p in folder.iterdir() if (p / "scheduler.json").is_file()}
+    has = {d: any(t.startswith(f"{device.type}-{d}-") for t in trained) for d in ("float32", str(auto)[6:])}
+    if has["float32"] and not has[str(auto)[6:]]:
+        return torch.float32, (f"float32: {name}'s schedulers are trained for {device.type}-float32 and none for "
+                               f"{str(auto)[6:]} (pass dtype='{str(auto)[6:]}' to load it anyway)")
+    return None
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -574,6 +591,10 @@ def load_pair(
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     reason = auto_dtype_reason(dev)[1] if dtype == "auto" else f"{str(dt).removeprefix('torch.')}: asked for"
+    trained = scheduler_dtype(name, dev) if dtype == "auto" and target is None and mid is None else None
+    if trained is not None:
+        dt, reason = trained
+        note(f"load_pair({name!r}) in {reason}")
     t_label, m_label = str(t_spec), str(m_spec)
 
     # Resolve both before loading anything, so that a bad spec fails fast.

@@ -2,7 +2,8 @@
 
 `SPEED` is what `DecodeConfig()` and the command line mean with no flags: the growth measured
 fastest ("lookup": the full rule plus prompt lookup's draft) with the n-gram and Token Recycling
-small drafters, schedule 10101, budget 63, top-k pruning. `RELEASE` is the authors' release as its
+small drafters, budget 63, and schedule and pruning "auto" (chosen per pair and device when the
+decoder is built: adaptive where trained, else all-small; value pruning where nodes cost). `RELEASE` is the authors' release as its
 evaluator runs it (growth "release", the n-gram drafter alone); `FULL` the full growth with the n-gram
 drafter alone. `preset(name, **overrides)` builds
 the `DecodeConfig` of either. Pure data: importing this module loads neither numpy nor torch.
@@ -38,10 +39,14 @@ GROWTHS = {
 }
 
 SPEED_GROWTH, SPEED_SMALL = "lookup", "ngram+recycling"
-SPEED = {**GROWTHS[SPEED_GROWTH], "small": SPEED_SMALL, "schedule": "10101", "depth": 5, "width": 10,
-         "children": 10, "budget": 63, "prune": "topk", "recycle_below": 2}
-FULL = {**SPEED, **GROWTHS["full"], "small": "ngram"}  # the full growth, n-gram drafter: WHERE and HOW alone
-RELEASE = {**SPEED, **GROWTHS["release"], "small": "ngram"}
+# schedule and prune "auto": the decoder chooses them for its pair and device profile
+# (`schedule.choice.resolve_auto`): adaptive where a scheduler is trained for them, else all-small; value
+# pruning where a verified node costs (a 64-token target forward >= 1.3x a 1-token one), else top-k.
+SPEED = {**GROWTHS[SPEED_GROWTH], "small": SPEED_SMALL, "schedule": "auto", "depth": 5, "width": 10,
+         "children": 10, "budget": 63, "prune": "auto", "recycle_below": 2}
+FIXED = {"schedule": "10101", "prune": "topk"}  # the paper's fixed schedule and pruning: every tree shows grafting
+FULL = {**SPEED, **GROWTHS["full"], "small": "ngram", **FIXED}  # the full growth, n-gram drafter: WHERE and HOW alone
+RELEASE = {**SPEED, **GROWTHS["release"], "small": "ngram", **FIXED}
 PRESETS = {"speed": SPEED, "full": FULL, "release": RELEASE}
 # What a settings dict of trajectory collection means where it leaves a field out: the full growth and
 # the n-gram drafter (collection's own defaults, and what the committed trajectories recorded against).

@@ -30,10 +30,13 @@ def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CUDA: let a target that does not fit the GPUs spill to the CPU (slow) instead of refusing")
 
 
-def add_prune_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prune", default=SPEED["prune"], choices=("topk", "value"),
-                        help="topk: the budget's best nodes by path score (the paper); value: per round, only "
-                             "nodes worth their verification time on this device")
+def add_prune_argument(parser: argparse.ArgumentParser, auto: bool = False) -> None:
+    """--prune; with `auto` (the decoding commands) it may be "auto", the default: chosen for the device."""
+    parser.add_argument("--prune", default=SPEED["prune"] if auto else "topk",
+                        choices=("auto", "topk", "value") if auto else ("topk", "value"),
+                        help=("auto: value where a verified node costs on this device, else topk (default); " if auto else "")
+                        + "topk: the budget's best nodes by path score (the paper); value: per round, only "
+                          "nodes worth their verification time on this device")
 
 
 def add_clock_arguments(parser: argparse.ArgumentParser, prune: str = "topk") -> None:
@@ -113,8 +116,10 @@ def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], gro
     trees = DecodeConfig(**growth)
     name, kind = args.pair or DEFAULT_PAIR, trees.growth
     for clock, prune in clocks:
-        folder = default_folder(name, clock, prune, kind, getattr(args, "device", "auto"), args.dtype, trees.small)
-        if not (folder / "scheduler.json").is_file():
+        folders = [default_folder(name, clock, p, kind, getattr(args, "device", "auto"), args.dtype, trees.small)
+                   for p in (("value", "topk") if prune == "auto" else (prune,))]
+        if not any((f / "scheduler.json").is_file() for f in folders):
+            folder = folders[0]
             raise TreeGraftError(f"no scheduler for pair {name!r} with clock {clock!r}, prune={prune!r}, {kind} growth, "
                                  f"small drafter {trees.small} "
                                  f"(looked in {folder}): pick another clock, prune, growth or small drafter, or train one with "
@@ -123,12 +128,13 @@ def check_scheduler(args: argparse.Namespace, clocks: list[tuple[str, str]], gro
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--schedule", default=SPEED["schedule"],
-                        help="small, mid, adaptive, oracle, rule:match, rule:score or a 0/1 mask such as 10101 "
+                        help="auto (adaptive where a scheduler is trained for this pair and device, else small), "
+                             "small, mid, adaptive, oracle, rule:match, rule:score or a 0/1 mask such as 10101 "
                              "(default: %(default)s)")
     parser.add_argument("--depth", type=int, default=SPEED["depth"], help="draft steps per round (D)")
     parser.add_argument("--width", type=int, default=SPEED["width"], help="frontier width (W)")
     parser.add_argument("--budget", default=str(SPEED["budget"]), help="non-root nodes verified (B_ver), or auto")
-    add_prune_argument(parser)
+    add_prune_argument(parser, auto=True)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--top-k", type=int, default=0)

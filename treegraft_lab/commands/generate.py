@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     check_pair(None if args.target else args.pair)
     if config.schedule_name == "adaptive":
         check_scheduler(args, [("wall", config.prune)], growth_from_args(args))
-    pair = load_pair_from_args(args, require_mid=config.schedule_name not in ("small",))
+    pair = load_pair_from_args(args, require_mid=config.schedule_name not in ("small", "auto"))
     dec = TreeGraftDecoder(pair, config, profile=measure.resolve(config.clock, pair))  # resolved once, here
     if args.record:
         with record(dec) as rec:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n-- {s['new_tokens']} tokens in {s['wall_s']:.2f} s ({s['tokens_per_s']:.1f} tokens/s), "
           f"{s['rounds']} rounds, {s['tokens_per_round']:.2f} tokens/round "
           f"({s['accepted_per_round']:.2f} accepted draft tokens + 1 bonus), "
-          f"{s['mid_calls_per_round']:.2f} mid calls/round; schedule {config.schedule_name}")
+          f"{s['mid_calls_per_round']:.2f} mid calls/round; schedule {dec.config.schedule_name}, prune {dec.config.prune}")
     if args.record:
         print(f"-- recorded run saved to {args.record}")
     return 0

@@ -142,16 +142,16 @@ def run_rounds(args: argparse.Namespace) -> int:
                              f"(--split {args.split}), schedules {args.schedules!r}")
     if args.max_new_tokens < 1:
         raise TreeGraftError(f"--max-new-tokens {args.max_new_tokens}: give a number >= 1")
-    check_settings(schedules, args.budget, {}, [("wall", DecodeConfig().prune)])  # before any model loads
+    check_settings(schedules, args.budget, {}, [("wall", "topk")])  # before any model loads
     if "adaptive" in schedules:
-        check_scheduler(args, [("wall", DecodeConfig().prune)], {})
+        check_scheduler(args, [("wall", "topk")], {})
     pair = load_pair_from_args(args, require_mid=any(s != "small" for s in schedules))
     out: dict = {"pair": pair.name, "device": str(pair.device), "dtype": str(pair.dtype).removeprefix("torch.")}
     out["ngram_step_ms"] = measure.small_step_ms(pair.tokenizer, args.context, repeats=200)
     out["schedules"] = {}
     here = measure.resolve("wall", pair)  # resolved once, handed to every decoder
     for s in schedules:
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=args.budget), profile=here)
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=s, budget=args.budget, prune="topk"), profile=here)
         dec.generate(prompts[0]["turns"][0], max_new_tokens=8)  # warm-up
         rows = [dec.generate(q["turns"][0], max_new_tokens=args.max_new_tokens).stats for q in prompts]
         tot = {k: sum(r[k] for r in rows) for k in ("new_tokens", "rounds", "forward_s", "overhead_s", "draft_s", "verify_s")}

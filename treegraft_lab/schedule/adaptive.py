@@ -57,7 +57,10 @@ def artifact_folder(pair, config, profile=None) -> Path | None:
         return None
     if profile is None:
         return artifact_dir(name)
-    return artifact_dir(name) / f"{profile_class(profile)}-{config.prune}{growth_suffix(config.growth, config.small)}"
+    from treegraft_lab.schedule.choice import concrete_prune
+
+    prune = concrete_prune(config, profile)
+    return artifact_dir(name) / f"{profile_class(profile)}-{prune}{growth_suffix(config.growth, config.small)}"
 
 
 def settings_of(folder: Path) -> dict:
@@ -149,6 +152,11 @@ class AdaptivePolicy:
     def for_pair(cls, pair, config, profile=None) -> AdaptivePolicy:
         """The artifact for (pair, profile class, pruning), or `config.scheduler_path`; refused,
         in one line, when it was trained for another pair, profile class, pruning or depth."""
+        from dataclasses import replace
+
+        from treegraft_lab.schedule.choice import concrete_prune
+
+        config = replace(config, prune=concrete_prune(config, profile))
         name = getattr(pair, "name", None) if pair is not None else None
         folder = artifact_folder(pair, config, profile)
         if folder is None:

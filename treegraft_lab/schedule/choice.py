@@ -84,3 +84,59 @@ def _chosen(dtype: str, prune: str, folder: Path, dtypes: list[str], prunes: lis
     dt = dtype_name(dtype, device) if clock == "wall" else "any dtype"
     return (f"{dt}, prune={prune}: the settings the adaptive scheduler {folder.name} was trained for"
             + (f" ({'; '.join(why)})" if why else ""))
+
+
+STEEP = 1.3  # value pruning where a 64-token target forward costs at least this many 1-token ones
+
+
+def prune_for(profile) -> tuple[str, str]:
+    """The pruning rule a device profile recommends, and why: "value" where every verified node
+    costs (a 64-token target forward >= STEEP x a 1-token one: CPUs), else "topk" (flat GPU curves)."""
+    ratio = profile.target_ms(64) / profile.target_ms(1)
+    rule = "value" if ratio >= STEEP else "topk"
+    return rule, f"a 64-token target forward costs {ratio:.1f}x a 1-token one on {profile.name}"
+
+
+def concrete_prune(config, profile) -> str:
+    """`config.prune`, with "auto" replaced by the profile's recommendation (`prune_for`; "topk" with no profile)."""
+    if config.prune != "auto":
+        return config.prune
+    return prune_for(profile)[0] if profile is not None else "topk"
+
+
+def resolve_auto(config, pair, profile):
+    """`config` with schedule="auto" and prune="auto" made concrete for `pair` and `profile`, and one
+    line saying what was chosen and why ("" when nothing was "auto"). Pruning: the profile's
+    recommendation (`prune_for`). Schedule: "adaptive" where the pair has a mid drafter and a
+    scheduler trained for these settings loads (the other pruning rule is tried too when pruning was
+    "auto"), else "small" (all-small: no mid call), with the reason."""
+    from dataclasses import replace
+
+    from treegraft_lab.errors import TreeGraftError
+    from treegraft_lab.schedule.adaptive import AdaptivePolicy, artifact_folder, profile_class
+
+    if config.prune != "auto" and config.schedule != "auto":
+        return config, ""
+    rec, why = prune_for(profile)
+    prunes = [config.prune] if config.prune != "auto" else [rec, *[p for p in PRUNES if p != rec]]
+    said = [] if config.prune != "auto" else [f"prune={rec} ({why})"]
+    if config.schedule != "auto":
+        return replace(config, prune=prunes[0]), "DecodeConfig " + said[0]
+    reason = "the pair has no mid drafter"
+    if getattr(pair, "mid", None) is not None:
+        for p in prunes:
+            cfg = replace(config, schedule="adaptive", prune=p)
+            folder = artifact_folder(pair, cfg, profile)
+            try:
+                AdaptivePolicy.for_pair(pair, cfg, profile)
+            except TreeGraftError as e:
+                reason = (f"no scheduler trained for {folder.name if folder else 'a pair without a name'}"
+                          if folder is None or not folder.is_dir() else str(e).split(": pick")[0].split(": use")[0])
+                continue
+            if p != prunes[0]:
+                said = [f"prune={p} (the scheduler's; {why})"]
+            return cfg, (f"DecodeConfig on {profile_class(profile)}: schedule=adaptive (scheduler {folder.name}), "
+                         + ", ".join(said) + "; name a schedule (e.g. '10101') to fix it")
+    cfg = replace(config, schedule="small", prune=prunes[0])
+    return cfg, (f"DecodeConfig on {profile_class(profile)}: schedule=small, no mid call ({reason}), "
+                 + ", ".join(said) + "; name a schedule (e.g. '10101') to fix it")
