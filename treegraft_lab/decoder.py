@@ -157,6 +157,13 @@ class TreeGraftDecoder:
         return {"matrix": None if matrix is None else matrix.clone(),
                 "chances": {k: list(v) for k, v in self._recycled_chances.items()}}
 
+    def reset(self) -> None:
+        """Start the next `generate` from a fresh decoder's state. What otherwise carries over between
+        `generate` calls (on purpose: Token Recycling's hot start, which the method's paper keeps
+        across prompts) is Token Recycling's adjacency matrix and value pruning's counts of its
+        candidates; everything else (caches, n-gram and suffix indexes, the tree) starts anew each call."""
+        self.restore_state({"matrix": None, "chances": {}})
+
     def restore_state(self, state: dict) -> None:
         """Put back what `carried_state` copied (in place: the small drafters share these objects)."""
         if self.recycled is not None:
@@ -290,7 +297,7 @@ class TreeGraftDecoder:
         self._emit("round.start", root=self.root, committed=len(self.ids))
         draft = self.drafter.draft(self, policy)                                # the tree (GraftDrafter: WHEN/WHERE/HOW)
         tree = draft.tree
-        kept = self.prune(tree)                                                 # global budget pruning
+        kept = tree.checked_kept(self.prune(tree))                              # global budget pruning
         self._emit("round.prune", self.config.depth, tree, kept=kept,
                    chances=self.pruner.chances(tree) if self.pruner and "round.prune" in self._hooks else None)
         return self._verify(draft, kept, t0, commit)

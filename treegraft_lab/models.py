@@ -320,6 +320,19 @@ def _model_vocab_size(model: Any) -> int | None:
     return size
 
 
+def _config_vocab_size(path: str) -> int | None:
+    """`vocab_size` from a model folder's config.json (the text config's for a multimodal one); None if unread."""
+    import json
+
+    cfg = Path(path) / "config.json"
+    try:
+        d = json.loads(cfg.read_text())
+    except (OSError, ValueError):
+        return None
+    size = d.get("vocab_size") or (d.get("text_config") or {}).get("vocab_size")
+    return int(size) if isinstance(size, int) else None
+
+
 def _check_vocab_covers(model: Any, tokenizer: Any, label: str) -> None:
     size = _model_vocab_size(model)
     if size is not None and size < len(tokenizer):
@@ -584,6 +597,8 @@ def load_pair(
     t_spec = target if target is not None else t_spec
     m_spec = mid if mid is not None else m_spec
     if m_spec is None and require_mid:
+        if isinstance(t_spec, Path) or str(t_spec).startswith(("/", ".", "~")):
+            resolve_model_path(t_spec)  # a missing target folder is named first
         raise TreeGraftError(
             "no mid drafter given; pass mid=... or a pair name, "
             "or require_mid=False to load the target alone"
@@ -618,6 +633,11 @@ def load_pair(
             m_path = None
 
     tokenizer = _load_tokenizer(t_path, t_label)
+    if m_path is not None and pocket_loader is None:  # before any weights load: the mid's config.json
+        size = _config_vocab_size(m_path)
+        if size is not None and size < len(tokenizer):
+            raise TreeGraftError(f"the mid drafter {m_label!r} has vocab_size {size} (its config.json) but the target's "
+                                 f"tokenizer has {len(tokenizer)} tokens; use a mid drafter of the target's family")
     if m_path is not None and _has_tokenizer(m_path):
         check_same_tokenizer(tokenizer, _load_tokenizer(m_path, m_label), t_label, m_label)
     placement = None

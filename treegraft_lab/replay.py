@@ -112,7 +112,7 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
         return -1 if held is None else len(path) - sum(1 for v in path if v in held)
 
     def leaf(tree: DraftTree, bits: tuple[int, ...], acc: dict) -> None:
-        kept = dec.prune(tree)
+        kept = tree.checked_kept(dec.prune(tree))
         finals.append((tree, kept))
         scored.append(set(dec.mid.slot) if dec.mid.flushed else None)
         leaves.append({"schedule": "".join(map(str, bits)), "accepted": -1, "kept": len(kept), "backlog": backlog, "tail": -1,

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
+from treegraft_lab.errors import TreeGraftError
+
 SMALL, MID = 1, 2  # bits of `drafted_by`
 CREATOR_NAMES = {0: "root", SMALL: "small", MID: "mid", SMALL | MID: "both"}
 SOURCE_ORDER = {"root": 0, "lookup": 1, "ngram": 2, "recycling": 3, "suffix": 4, "mid": 5}  # how `source` lists them
@@ -161,6 +163,24 @@ class DraftTree:
                 kept.update(chain)
                 n += len(chain)
         return sorted(kept)
+
+    def checked_kept(self, kept: list[int]) -> list[int]:
+        """A pruner's output, checked: live, distinct node ids, the root first and every other node's
+        parent kept too (ancestor-closed). Returned sorted by id (parents before children); a
+        TreeGraftError naming the broken rule otherwise."""
+        nodes = [int(v) for v in kept]
+        rule = "a pruner must return live, distinct nodes, the root (0) first, with every kept node's parent kept"
+        if not nodes or nodes[0] != 0:
+            raise TreeGraftError(f"{rule}: the root is {'missing' if 0 not in nodes else 'not first'} ({nodes[:5]}...)")
+        if len(set(nodes)) != len(nodes):
+            raise TreeGraftError(f"{rule}: a node is kept twice")
+        have = set(nodes)
+        for v in nodes[1:]:
+            if not 0 < v < len(self.tokens) or not self.alive[v]:
+                raise TreeGraftError(f"{rule}: node {v} is not a live node of the tree")
+            if self.parent[v] not in have:
+                raise TreeGraftError(f"{rule}: node {v} is kept without its parent {self.parent[v]} (not ancestor-closed)")
+        return sorted(nodes)
 
     # ---- tensors for attention ----------------------------------------------------------------
     def ancestor_matrix(self, nodes: list[int], device: torch.device | str = "cpu") -> torch.Tensor:

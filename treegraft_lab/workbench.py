@@ -184,7 +184,10 @@ def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int) -> A
     resolved here, once (this device's profile is measured on first use).
     """
     from treegraft_lab import TreeGraftDecoder, measure, record
+    from treegraft_lab.errors import TreeGraftError
 
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:  # before the profile is measured
+        raise TreeGraftError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     dec = TreeGraftDecoder(pair, config, profile=measure.resolve(config.clock, pair))
     with record(dec) as rec:
         for p in prompts:

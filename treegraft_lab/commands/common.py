@@ -171,9 +171,31 @@ def check_prompts(prompts: list, args: argparse.Namespace) -> None:
                              "limits: a file without a split field counts as eval; pass --split eval or all, or a larger limit")
 
 
+# The library's advice in its errors, as the command line's flags
+FLAG_WORDS = (("pass mid=... or a pair name, or require_mid=False to load the target alone",
+               "pass --mid FOLDER or --pair NAME, or --schedule small to decode with the target alone"),
+              ("(or load the target alone: require_mid=False)", "(or decode with the target alone: --schedule small)"),
+              ("pass dtype='", "pass --dtype '"))
+
+
+def in_flags(message: str) -> str:
+    """An error's advice in command-line words (`FLAG_WORDS`)."""
+    for python, flags in FLAG_WORDS:
+        message = message.replace(python, flags)
+    return message
+
+
 def load_pair_from_args(args: argparse.Namespace, require_mid: bool = True):
+    from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.models import load_pair
 
+    try:
+        return _load_pair(args, require_mid, load_pair)
+    except TreeGraftError as e:
+        raise TreeGraftError(in_flags(str(e))) from e
+
+
+def _load_pair(args: argparse.Namespace, require_mid: bool, load_pair):
     return load_pair(args.pair, target=args.target, mid=args.mid, device=args.device, dtype=args.dtype,
                      require_mid=require_mid, mid_device=getattr(args, "mid_device", None),
                      headroom_gib=getattr(args, "headroom_gib", None), allow_offload=getattr(args, "allow_offload", False),
