@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The browser tests run last: the profile the empty-cache kernels measure afresh (tests/test_empty_cache.py)
     is then the one the browser's kernels read, and a quick failure elsewhere stops `pytest -x` early."""
     items.sort(key=lambda item: item.nodeid.startswith("tests/test_browser.py"))
+
+
+@pytest.fixture(scope="module")
+def busy_machine():
+    """Two busy loops (programs at full tilt on every core of a 2-core machine) for a whole module: the cost,
+    preset and scheduler tests run beside them (`pytestmark = pytest.mark.usefixtures("busy_machine")`), so a
+    test that reads this machine's clock or needs a calm measurement fails there, as it would on a busy laptop."""
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    yield loops
+    running = [p.poll() is None for p in loops]
+    for p in loops:
+        p.kill()
+        p.wait()
+    assert all(running), "a busy loop ended early: the module did not run on a busy machine"
 
 
 @pytest.fixture(scope="session")

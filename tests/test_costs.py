@@ -18,6 +18,8 @@ from treegraft_lab.hooks import record
 from treegraft_lab.presets import preset
 from treegraft_lab.tiny import tiny_pair
 
+pytestmark = pytest.mark.usefixtures("busy_machine")  # every test here runs beside two busy loops
+
 IDS = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3]
 
 

@@ -15,6 +15,8 @@ from treegraft_lab.commands.common import config_from_args
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.presets import DEFAULT_PAIR, GROWTHS, LOOKUP_TOKENS, preset
 
+pytestmark = pytest.mark.usefixtures("busy_machine")  # every test here runs beside two busy loops
+
 
 def cli_config(*flags: str) -> DecodeConfig:
     """The DecodeConfig `treegraft-lab generate PROMPT *flags` decodes with."""

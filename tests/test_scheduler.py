@@ -44,6 +44,8 @@ from treegraft_lab.training.distill import (
 from treegraft_lab.training.value import Scaler, group_folds, input_names, student_inputs, targets
 from treegraft_lab.tree import SMALL, DraftTree
 
+pytestmark = pytest.mark.usefixtures("busy_machine")  # every test here runs beside two busy loops
+
 L5, L25 = math.log(0.5), math.log(0.25)
 
 
