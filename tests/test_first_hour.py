@@ -97,3 +97,15 @@ def test_the_default_config_says_what_it_chose_and_chooses_adaptive_only_where_t
     assert TreeGraftDecoder(pair, DecodeConfig(schedule="10101"), profile=steep).config.schedule == "10101"
     err = capsys.readouterr().err
     assert "treegraft_lab: DecodeConfig on a100-paper: schedule=small, no mid call (no scheduler trained" in err
+
+
+def test_a_registered_pair_loads_in_the_dtype_its_schedulers_were_trained_for(monkeypatch):
+    import torch
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(models, "auto_dtype_reason", lambda d: (torch.bfloat16, "bfloat16: native bf16 here"))
+    dtype, why = models.scheduler_dtype("smollm2-pocket", cpu)  # trained for cpu-float32 only
+    assert dtype == torch.float32 and "trained for cpu-float32 and none for bfloat16" in why
+    assert models.scheduler_dtype("tiny-llama", cpu) is None  # no scheduler: auto stays auto
+    monkeypatch.setattr(models, "auto_dtype_reason", lambda d: (torch.float32, "float32"))
+    assert models.scheduler_dtype("smollm2-pocket", cpu) is None
