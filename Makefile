@@ -3,7 +3,7 @@ PY := .venv/bin/python
 PIP := .venv/bin/pip
 VENV_STAMP := .venv/.installed
 
-.PHONY: setup demo test lint results prompts clean-venv browser-deps screenshots bench-peers bench-peers-wall bench-speed
+.PHONY: setup demo test lint results prompts clean-venv browser-deps screenshots bench-peers bench-peers-wall bench-speed lab
 
 setup: $(VENV_STAMP)
 
@@ -16,6 +16,11 @@ $(VENV_STAMP): pyproject.toml
 
 demo: setup
 	.venv/bin/treegraft-lab demo
+
+# The workbench: JupyterLab on notebooks/ with this environment's kernel, on 127.0.0.1 only, with a token (it prints
+# the address). PORT=9000 for another port; Ctrl+C stops it.
+lab: setup
+	.venv/bin/treegraft-lab lab --port $(or $(PORT),8888)
 
 # Debian's chromium for tests/test_browser.py (Playwright drives it; no browser download).
 browser-deps:
@@ -33,11 +38,14 @@ test: setup browser-deps
 	export TREEGRAFT_LAB_CACHE="$$cache" TREEGRAFT_LAB_WHEELS="$(WHEELS)"; unset TREEGRAFT_PROFILE_CACHE; \
 	$(PY) -m pytest -q -x --durations=15
 
-# The README's workbench screenshots, taken by the browser test from the real notebooks (SMOKE=1).
+# The README's workbench screenshots and the gallery's (docs/gallery.md, one per notebook), taken by the browser test
+# from the real notebooks (SMOKE=1).
 screenshots: setup browser-deps
-	$(PY) -m pytest -q tests/test_browser.py -k "twin or 01_ or 02_ or 05_ or 06_"
-	@mkdir -p docs/img
+	rm -rf test-artifacts/browser/readme test-artifacts/browser/gallery
+	$(PY) -m pytest -q tests/test_browser.py -k "twin or notebook_shows"
+	@mkdir -p docs/img/gallery
 	cp test-artifacts/browser/readme/*.png docs/img/
+	cp test-artifacts/browser/gallery/*.png docs/img/gallery/
 
 # The peer tables (Token Recycling, suffix decoding, the switching rules, each small
 # drafter): modelled on a100-paper (any machine, about an hour on 2 cores), and this machine's wall

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -27,6 +27,7 @@ import nbformat
 import pytest
 
 from tests.test_notebooks import NB_DIR, NOTEBOOKS, executed_problems, shared_runs_dir
+from treegraft_lab.commands import lab as lab_command
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -41,6 +42,17 @@ TINY_RUN_CELL = 9
 KERNEL_THREADS = os.environ.get("OMP_NUM_THREADS", "1")  # the lab's kernels (their measured profiles are keyed by it)
 README_SHOTS = {"01_step_through.ipynb": (".tg-viewer", "viewer"), "02_tree_growth_animation.ipynb": (".js-plotly-plot", "growth"),
                 "05_scheduler_boundary.ipynb": (".js-plotly-plot", "boundary"), "06_schedule_playground.ipynb": (".tg-playground", "playground")}
+# The gallery (docs/gallery.md; `make screenshots` copies gallery/*.png to docs/img/gallery/): one picture per notebook, its
+# main view as the page shows it after the run: the element `selector` in the output of the first code cell whose source
+# matches `pattern`. 01's viewer is moved to its round with the most accepted tokens, at verify, first.
+GALLERY = {"01_step_through.ipynb": (r"StepThroughViewer\(run\)", ".tg-viewer"),
+           "02_tree_growth_animation.ipynb": (r"growth_animation\(run", ".js-plotly-plot"),
+           "03_graft_positions.ipynb": (r"reselection_by_step\(run\)", "img"),
+           "04_feature_importance.ipynb": (r"importance_plot\(imp", "img"),
+           "05_scheduler_boundary.ipynb": (r"boundary_figure\(policy", ".js-plotly-plot"),
+           "06_schedule_playground.ipynb": (r"pg = SchedulePlayground\(", ".tg-playground"),
+           "07_paper_tables.ipynb": (r"ablation_long\(", "img"),
+           "08_where_when_matters.ipynb": (r"\Afig\s*\Z", "img")}
 
 # Every check, run on one cell element; returns [kind, detail] pairs.
 CHECKS_JS = r"""
@@ -337,10 +349,10 @@ def lab(tmp_path_factory):
         (settings / rel).write_text(json.dumps(value))
     port, token = free_port(), secrets.token_hex(16)
     log = open(base / "lab.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
-                             f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-                             "--LabApp.expose_app_in_browser=True",  # the page reads the notebook's model (outputs)
-                             "--allow-root"], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=NB_DIR)
+    # the server `make lab` starts (127.0.0.1, the token, this Python as the notebooks' kernel), on the copies
+    proc = subprocess.Popen(lab_command.server_command(root, port, "--LabApp.expose_app_in_browser=True"),  # the page reads the model
+                            env=lab_command.server_env(token, lab_command.write_kernelspec(base / "kernel"), env),
+                            stdout=log, stderr=subprocess.STDOUT, cwd=NB_DIR)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -758,6 +770,66 @@ def interact_06(page, name: str = "06_schedule_playground.ipynb") -> None:
     assert links.count() == 2 and links.first.get_attribute("href").startswith("data:text/csv;base64,")
 
 
+def shoot(page, element, path: Path) -> None:
+    """A screenshot of `element`; the window is made taller for one taller than the screen (JupyterLab scrolls the
+    notebook inside the page, so an element screenshot shows only what fits), then set back."""
+    box = element.bounding_box()
+    tall = box is not None and box["height"] > VIEWPORT["height"] - 200
+    if tall:
+        page.set_viewport_size({"width": VIEWPORT["width"], "height": int(box["height"]) + 300})
+        time.sleep(1)
+    element.scroll_into_view_if_needed()
+    time.sleep(0.5)  # what scrolled into view is drawn
+    path.parent.mkdir(parents=True, exist_ok=True)
+    element.screenshot(path=str(path))
+    if tall:
+        page.set_viewport_size(VIEWPORT)
+
+
+def best_round_at_verify(page, view: str = ".tg-viewer") -> None:
+    """The viewer under `view` on the round with the most accepted draft tokens (the first such), at verify."""
+    title = f"{view} .js-plotly-plot .gtitle"
+    rounds = page.locator(f"{view} .tg-round-slider [role=slider]").first
+    last = int(float(rounds.get_attribute("aria-valuemax")))
+
+    def goto(r: int) -> None:
+        rounds.focus()
+        page.keyboard.press("Home")
+        for _ in range(r):
+            page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"() => document.querySelector('{title}').textContent.startsWith('round {r} ')", timeout=60_000)
+
+    accepted = []
+    for r in range(last + 1):
+        if r == 0:
+            goto(0)
+        else:
+            before = plot_title(page, view)
+            page.locator(f"{view} button", has_text="next").first.click()
+            wait_changed(page, title, before)
+            page.wait_for_function(f"() => document.querySelector('{title}').textContent.startsWith('round {r} ')",
+                                   timeout=60_000)
+        found = re.search(rf"round {r}: .*?A = (\d+)", page.locator(view).inner_text())
+        accepted.append(int(found.group(1)) if found else -1)
+    goto(max(range(last + 1), key=lambda r: (accepted[r], -r)))
+    page.locator(f"{view} .tg-step-slider [role=slider]").first.focus()
+    page.keyboard.press("End")
+    page.wait_for_function(f"() => document.querySelector('{title}').textContent.includes('verified')", timeout=60_000)
+
+
+def gallery_shot(page, nb, name: str) -> Path | None:
+    """The notebook's gallery picture (GALLERY), or None if no code cell matches its pattern."""
+    pattern, selector = GALLERY[name]
+    i = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and re.search(pattern, c.source)), None)
+    if i is None:
+        return None
+    if name.startswith("01_"):
+        best_round_at_verify(page)
+    path = ARTIFACTS / "gallery" / f"{name.removesuffix('.ipynb')}.png"
+    shoot(page, page.locator(".jp-Notebook .jp-Cell").nth(i).locator(".jp-OutputArea").first.locator(selector).first, path)
+    return path
+
+
 INTERACT = {"01_step_through.ipynb": interact_01, "02_tree_growth_animation.ipynb": interact_02,
             "06_schedule_playground.ipynb": interact_06}
 
@@ -798,7 +870,8 @@ def test_run_all_fails_at_once_naming_the_cell_that_errors(browser, lab):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_shows_what_it_claims_in_the_browser(browser, lab, name):
     page = open_and_run_all(browser, lab, name)
-    executed = executed_problems(name, executed_notebook(page))  # figures, headline tables, errors
+    nb = executed_notebook(page)
+    executed = executed_problems(name, nb)  # figures, headline tables, errors
     errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").all_inner_texts()
     tracebacks = [e for e in errors if "Traceback" in e or "Error" in e.split("\n")[0]]
     if name in INTERACT:
@@ -814,8 +887,10 @@ def test_notebook_shows_what_it_claims_in_the_browser(browser, lab, name):
     if name in README_SHOTS:  # `make screenshots` copies these to docs/img/
         selector, shot = README_SHOTS[name]
         (ARTIFACTS / "readme").mkdir(exist_ok=True)
-        page.locator(selector).first.screenshot(path=str(ARTIFACTS / "readme" / f"{shot}.png"))
+        shoot(page, page.locator(selector).first, ARTIFACTS / "readme" / f"{shot}.png")
+    gallery = gallery_shot(page, nb, name)
     page.close()
+    assert gallery, f"{name}: no code cell matches its gallery pattern {GALLERY[name]!r}"
     assert not tracebacks, tracebacks[:2]
     assert not executed, executed
     assert name not in PROFILED or profiles, f"{name} decides on a profile but shows no profile line (n, spread, date)"

@@ -60,6 +60,7 @@ import torch
 
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.resume import Journal
 
 METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted", "recycling", "suffix", "small", "mid", "10101", "adaptive",
            "rule:match", "rule:score", "csd", "no-eg", "no-nd", "oracle")
@@ -321,7 +322,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
               repeats: int = 3, budget: int | str = 63, warmup_tokens: int = 16, progress: bool = True,
               settings: dict | None = None, prune: str = "topk", model_on: list[str] | tuple[str, ...] = (),
               prune_modelled: str | None = None, model_only: bool = False, growth: dict | None = None,
-              warmup_prompt: str | None = None, model_repeats: int | None = None) -> BenchResult:
+              warmup_prompt: str | None = None, model_repeats: int | None = None, journal: Journal | None = None) -> BenchResult:
     """Run every method on every prompt (first turn, chat template applied) and summarise.
 
     model_on: profiles (names or files) to also run and price the methods on (see the module
@@ -330,7 +331,9 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     the modelled clocks price); growth: the tree methods' growth rule (DecodeConfig overrides);
     warmup_prompt: the untimed warm-up's prompt (default: the first prompt); model_repeats: repeats
     on the modelled clocks (default: `repeats`; their times do not depend on the machine's speed,
-    so repeating them buys no precision)."""
+    so repeating them buys no precision); journal: where each prompt's records and the state its
+    methods carry go as it finishes (`resume.Journal`); prompts it holds are not run again, and the
+    first one run starts from the state the last stored one left."""
     from tqdm.auto import tqdm
 
     from treegraft_lab import costs, measure
@@ -342,7 +345,9 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
         raise TreeGraftError(f"unknown method(s) {', '.join(bad)}; known: {', '.join(METHODS)}")
     if not prompts:
         raise TreeGraftError("no prompts to benchmark")
-    meta = {"hardware": hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    journal = journal or Journal()
+    meta = {"hardware": hardware(pair), "load_start": journal.once("load_start", os.getloadavg),
+            "started": journal.once("started", lambda: time.strftime("%Y-%m-%d %H:%M:%S")),
             "repeats_from": "same start"}  # `SameStart`: a prompt's repeats are one computation
     encoded = [encode_prompt(pair.tokenizer, q["turns"][0]) for q in prompts]
     loaded = [(costs.load(x), x) for x in model_on]
@@ -350,7 +355,8 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     clocks = {p.name: x for p, x in loaded}  # a profile's name -> the clock that names it (a name or a file)
     keys = [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
     # this device's profile, resolved once for every wall-clock decoder (measured only if one runs)
-    here = measure.resolve("wall", pair) if any(m not in HF_METHODS for m, _ in keys) else None
+    here = journal.once("wall_profile", lambda: measure.resolve("wall", pair), DeviceProfile.to_dict,
+                        DeviceProfile.from_dict) if any(m not in HF_METHODS for m, _ in keys) else None
     keys += [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
     runners, facts, skipped = {}, {}, {}
     warm = encode_prompt(pair.tokenizer, warmup_prompt) if warmup_prompt else encoded[0]
@@ -374,29 +380,41 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     bar = tqdm(total=len(prompts) * (repeats * walls + n_model * (len(order) - walls)), desc="bench",
                disable=not progress, file=sys.stderr)
     same = SameStart(runners)  # every repeat of a prompt from the same start
-    for i, (q, ids) in enumerate(zip(prompts, encoded)):
-        same.prompt()
-        for r in range(repeats):
-            modelled = r < n_model
-            rot = order[(i + r) % len(order):] + order[:(i + r) % len(order)]
-            rot = [k for k in rot if modelled or k[1] == "wall"]
-            outs = {}
-            for k in rot:
-                outs[k] = same.run(k, runners[k], ids, max_new_tokens)
-                bar.update()
-            ref = outs[("ar", "wall")]["token_ids"]
-            for m, c in order:
-                if c == "wall":
-                    rows.append(record_row(q, ids, m, r, outs[(m, c)], ref, "wall"))
-            for c, prof in (profiles if modelled else {}).items():  # modelled: tree methods rerun, HF priced
-                for m in methods:
-                    out = outs.get((m, c)) if m not in HF_METHODS else outs.get((m, "wall"))
-                    if out is None:
-                        continue
-                    ms = price_hf(prof, out) if m in HF_METHODS else out["modelled_ms"]
-                    rows.append(record_row(q, ids, m, r, {**out, "wall_s": ms / 1000, "measured_wall_s": out["wall_s"]}, ref, c))
-        same.done()
-    bar.close()
+    for k, state in (journal.state() or {}).items():  # resumed: as the last stored prompt left them
+        if k in same.runners:
+            same.runners[k].restore_state(state)
+    try:  # the bar closes before a Ctrl-C's line is printed
+        for i, (q, ids) in enumerate(zip(prompts, encoded)):
+            stored = journal.get(f"{i}/{q['question_id']}")
+            if stored is not None:
+                rows += stored
+                bar.update(repeats * walls + n_model * (len(order) - walls))
+                continue
+            first = len(rows)
+            same.prompt()
+            for r in range(repeats):
+                modelled = r < n_model
+                rot = order[(i + r) % len(order):] + order[:(i + r) % len(order)]
+                rot = [k for k in rot if modelled or k[1] == "wall"]
+                outs = {}
+                for k in rot:
+                    outs[k] = same.run(k, runners[k], ids, max_new_tokens)
+                    bar.update()
+                ref = outs[("ar", "wall")]["token_ids"]
+                for m, c in order:
+                    if c == "wall":
+                        rows.append(record_row(q, ids, m, r, outs[(m, c)], ref, "wall"))
+                for c, prof in (profiles if modelled else {}).items():  # modelled: tree methods rerun, HF priced
+                    for m in methods:
+                        out = outs.get((m, c)) if m not in HF_METHODS else outs.get((m, "wall"))
+                        if out is None:
+                            continue
+                        ms = price_hf(prof, out) if m in HF_METHODS else out["modelled_ms"]
+                        rows.append(record_row(q, ids, m, r, {**out, "wall_s": ms / 1000, "measured_wall_s": out["wall_s"]}, ref, c))
+            same.done()
+            journal.add(f"{i}/{q['question_id']}", rows[first:], {k: r.carried_state() for k, r in same.runners.items()} or None)
+    finally:
+        bar.close()
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                 budgets={m: f["budget"] for m, f in facts.items() if "budget" in f},
                 settings={**(settings or {}), "methods": list(dict.fromkeys(m for m, _ in order)),
@@ -405,7 +423,7 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
                           "prune_modelled": prune_modelled or prune, "growth": _growth_name(growth),
                           "small": (growth or {}).get("small", "ngram")},
                 profiles={c: {"device": p.device, "source": p.source} for c, p in profiles.items()},
-                skipped=skipped)
+                skipped=skipped, **({"resumed": journal.resumed()} if journal.resumed() else {}))
     records = pd.DataFrame(rows)
     return BenchResult(records, summarize(records), meta, skipped)
 
@@ -621,7 +639,7 @@ def render_markdown(result: BenchResult) -> str:
            f"{hw.get('device')}{' ' + hw['gpu'] if 'gpu' in hw else ''}, {hw.get('dtype')}, "
            f"forward path {hw.get('forward_path', 'stock')}, torch {hw.get('torch')}, "
            f"transformers {hw.get('transformers')}, git {hw.get('git_commit')}. Load: {load}. "
-           f"{m['started']} to {m['finished']}.", "",
+           f"{m['started']} to {m['finished']}.{resumed_words(m)}", "",
            "Settings: " + ", ".join(f"{k}={v}" for k, v in st.items()) + f"; resolved budgets {m.get('budgets')}.", "",
            "Speedup = mean over prompts of (tokens/s) / (ar tokens/s) on the same prompt; ar = the target's plain "
            "greedy HF `generate`. A = accepted draft tokens per round, bonus EXCLUDED (A+1 includes it).", "",
@@ -643,6 +661,16 @@ def render_markdown(result: BenchResult) -> str:
     for c in sorted(x for x in wall.category.unique() if x != "overall"):
         out += [f"## {c}", "", detail_table(wall, c), ""]
     return "\n".join(out)
+
+
+def resumed_words(meta: dict) -> str:
+    """" Resumed at prompt k (<date>) ...": when an interrupted run was continued (`resume`), else ""."""
+    at = meta.get("resumed") or []
+    if not at:
+        return ""
+    when = ", ".join(f"at prompt {s['stored'] + 1} ({s['started']})" for s in at)
+    return (f" Interrupted and resumed {when}: the later prompts ran in a new process, every method warmed up "
+            "again, with what the methods carry across prompts (Token Recycling's matrix) as the last stored prompt left it.")
 
 
 def _clock_sections(result: BenchResult, clock: str, level: str = "##") -> list[str]:

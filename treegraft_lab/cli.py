@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = _build_parser(chosen if chosen in COMMANDS else None)
     args = parser.parse_args(argv)
+    args._argv = argv  # the command line as given: what an interrupted run prints to resume it (`resume.command`)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 0 if args.command is None else 2

@@ -34,6 +34,7 @@ import pandas as pd
 
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.resume import Journal
 
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 GROUPS = {"mt_bench": MT_BENCH, "translation": ("translation",), "summarization": ("summarization",),
@@ -122,13 +123,15 @@ _SUMMED = ("wall_s", "rounds", "accepted", "mid_calls", "draft_s", "verify_s", "
 
 def answer_questions(pair, questions: list[dict], methods, folder, max_new_tokens: int = 256, budget: int | str = 63,
                      prune: str = "topk", model_id: str | None = None, warmup_tokens: int = 16,
-                     progress: bool = True, growth: dict | None = None) -> pd.DataFrame:
+                     progress: bool = True, growth: dict | None = None, journal: Journal | None = None) -> pd.DataFrame:
     """Decode every turn of every question with each method; write `folder/<method>.jsonl`.
 
     Methods run interleaved question by question, in an order rotated from question to question
     (as `bench.run_bench`); each is warmed up once (untimed) on the first turn, leaving no state behind. Returns one
     record per (question, method) in `bench`'s record format (turns summed; `match`: every turn
-    identical to ar's), so `bench.summarize` applies.
+    identical to ar's), so `bench.summarize` applies. `journal` (`resume.Journal`): each question's
+    records and the state its methods carry are stored as it finishes; questions it holds are not
+    run again (their answer lines are kept, the lines of a question cut short dropped).
     """
     import sys
 
@@ -145,15 +148,27 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
         raise TreeGraftError("no questions to answer")
     folder = check_writable(folder)
     model_id = model_id or getattr(pair, "name", "model")
-    here = measure.resolve("wall", pair)  # this device's profile, resolved once for every decoder
+    journal = journal or Journal()
+    here = journal.once("wall_profile", lambda: measure.resolve("wall", pair), DeviceProfile.to_dict,
+                        DeviceProfile.from_dict)  # this device's profile, resolved once for every decoder
     runners = {m: conversation_runner(pair, m, budget, prune, "wall", growth, here) for m in methods}
     for run in runners.values():  # warm-up, untimed, leaving no state behind (Token Recycling's matrix)
         bench.warm_up(run, [{"role": "user", "content": questions[0]["turns"][0]}], min(warmup_tokens, max_new_tokens))
-    files = {m: open(folder / f"{m}.jsonl", "w", encoding="utf-8") for m in methods}
+    for m, state in (journal.state() or {}).items():  # resumed: as the last stored question left them
+        runners[m].restore_state(state)
+    done = journal.count()
+    for m in methods:
+        keep_lines(folder / f"{m}.jsonl", done)
+    files = {m: open(folder / f"{m}.jsonl", "a", encoding="utf-8") for m in methods}
     rows = []
     bar = tqdm(total=len(questions) * len(methods), desc="answers", disable=not progress, file=sys.stderr)
     try:
         for i, q in enumerate(questions):
+            stored = journal.get(f"{i}/{q['question_id']}")
+            if stored is not None:
+                rows += stored
+                bar.update(len(methods))
+                continue
             order = methods[i % len(methods):] + methods[:i % len(methods)]
             outs = {}
             for m in order:
@@ -164,15 +179,33 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
                 files[m].flush()
                 bar.update()
             ref = outs["ar"]["token_ids"]
+            first = len(rows)
             for m in methods:
                 o = outs[m]
                 rec = bench.record_row(q, o["prompt_ids"], m, 0, {**o["totals"], "token_ids": o["token_ids"]}, ref)
                 rows.append({**rec, "turns": len(q["turns"])})
+            journal.add(f"{i}/{q['question_id']}", rows[first:],
+                        {m: r.carried_state() for m, r in runners.items() if hasattr(r, "carried_state")} or None)
+            done = i + 1
     finally:
         bar.close()
         for f in files.values():
             f.close()
+        if done < len(questions):  # cut short: every file holds the answers of the same whole questions
+            for m in methods:
+                keep_lines(folder / f"{m}.jsonl", done)
     return pd.DataFrame(rows)
+
+
+def keep_lines(path: Path, n: int) -> None:
+    """Keep the first `n` whole lines of an answer file (create it empty); refuse one that holds fewer."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.is_file() else []
+    whole = [x for x in lines if x.endswith("\n")]
+    if len(whole) < n:
+        raise TreeGraftError(f"{path} holds {len(whole)} answers where the interrupted run stored {n}: the answer folder "
+                             "changed since; run again without --resume")
+    if len(lines) != n:
+        path.write_text("".join(whole[:n]), encoding="utf-8")
 
 
 def _converse(run, turns: list[str], max_new_tokens: int, tokenizer) -> dict:

@@ -16,6 +16,9 @@ With --answers DIR every turn of every question is decoded with the conversation
 Spec-Bench answer file per method is written to DIR/<method>.jsonl (`treegraft_lab.specbench`);
 the tables then come from those files with Spec-Bench's speed.py arithmetic (the baseline's answer
 text re-tokenised with the target's tokenizer), and "specbench" in --json holds that figure.
+
+Each prompt's records are stored in --out/partial/ as it finishes (`treegraft_lab.resume`); a Ctrl-C
+prints how many are stored and the command that continues the run (`--resume`, the same flags).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import json
 import shlex
 import sys
 import time
+from pathlib import Path
 
 from treegraft_lab.commands.common import (
     add_clock_arguments,
@@ -60,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-tokens", type=int, default=16, help="tokens of the untimed warm-up per method")
     parser.add_argument("--out", default=None, help="output folder (default: data/bench/<pair>-<timestamp>)")
     parser.add_argument("--json", action="store_true", help="print one JSON object of speedups")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the interrupted run in --out (the same flags): prompts it stored are not run "
+                             "again; Token Recycling's matrix and the like go on from where the last stored prompt left them")
     parser.add_argument("--answers", default=None, metavar="DIR",
                         help="Spec-Bench mode: decode every turn of every question (the conversation so far) and "
                              "write one Spec-Bench answer file per method, DIR/<method>.jsonl (wall clock)")
@@ -91,8 +98,6 @@ def _choose(args: argparse.Namespace, methods: list[str], growth: dict) -> tuple
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from treegraft_lab import bench, specbench
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.paths import DATA_DIR
@@ -129,26 +134,42 @@ def run(args: argparse.Namespace) -> int:
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, per_category=args.limit_per_category)
     check_prompts(prompts, args)
     check_pair(None if args.target else args.pair)
+    if args.resume and not args.out:
+        raise TreeGraftError("--resume continues the run in --out: give the folder the interrupted run wrote to "
+                             "(the line it printed names it)")
+    if args.resume and (Path(args.out) / "records.parquet").is_file() and not (Path(args.out) / "partial").is_dir():
+        raise TreeGraftError(f"--resume: {args.out} holds a complete run and nothing interrupted: leave out --resume "
+                             "to run it again")
+    journal = _journal(args, Path(args.out), methods, prompts) if args.out else None  # refused before any model loads
     needs_mid = any(m not in ("ar", "hf-pld", "small", "recycling", "suffix") for m in methods)
     pair = load_pair_from_args(args, require_mid=needs_mid)
     cli = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", "..."]  # "...": called from Python
     settings = {"pair": pair.name, "target": getattr(pair, "target_id", ""), "mid": getattr(pair, "mid_id", ""),
                 **_drafter_info(getattr(pair, "mid_id", "")), "prompt_suite": str(args.prompts), "split": args.split,
-                "limit_per_category": args.limit_per_category, "command": "treegraft-lab " + shlex.join(cli)}
-    if args.answers:
-        result, table = _answers(pair, prompts, methods, args, budget, settings, growth)
-    else:
-        result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
-                                 args.warmup_tokens, prune=args.prune, progress=True, settings=settings,
-                                 model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
-                                 prune_modelled=args.prune_modelled, model_only=args.model_only, growth=growth)
-        table = specbench.speedup_table(specbench.records_per_question(result.records))
+                "limit_per_category": args.limit_per_category}
+    out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    journal = journal or _journal(args, out, methods, prompts)
+    journal.check(settings)  # the pair (and the pocket drafter's training step) the run began with
+    settings["command"] = journal.once("command", lambda: "treegraft-lab " + shlex.join(a for a in cli if a != "--resume"))
+    try:
+        if args.answers:
+            result, table = _answers(pair, prompts, methods, args, budget, settings, growth, journal)
+        else:
+            result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
+                                     args.warmup_tokens, prune=args.prune, progress=True, settings=settings,
+                                     model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
+                                     prune_modelled=args.prune_modelled, model_only=args.model_only, growth=growth,
+                                     journal=journal)
+            table = specbench.speedup_table(specbench.records_per_question(result.records))
+    except KeyboardInterrupt:
+        print(journal.interrupted("bench", f"{journal.count()} of {len(prompts)} prompts"), file=sys.stderr)
+        raise
     if no_adaptive:
         result.skipped["adaptive"] = no_adaptive
-    out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
     bench.save(result, out)
     md = "## Spec-Bench speedup per task group (wall clock)\n\n" + specbench.speedup_markdown(table)
     (out / "specbench.md").write_text(md + "\n", encoding="utf-8")
+    journal.close()
     if args.json:
         per = {g: {r.method: round(float(r.speedup), 4) for r in t.itertuples()} for g, t in table.groupby("group", sort=False)}
         print(json.dumps({**result.to_json(), "specbench": per}))
@@ -162,15 +183,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _answers(pair, prompts, methods, args, budget, settings, growth):
+def _journal(args: argparse.Namespace, out: Path, methods: list[str], prompts: list[dict]):
+    """The run's journal in out/partial (`resume.Journal`), stored with every flag that changes what is
+    run, the methods that run and the prompts' digest."""
+    from treegraft_lab import resume
+
+    settings = {**resume.flags(args, ("out", "json")), "methods run": methods, "prompts digest": resume.digest(prompts)}
+    return resume.Journal.open(out / "partial", settings, resume.command(args, "bench", "--out", out), args.resume,
+                               "bench", "--out")
+
+
+def _answers(pair, prompts, methods, args, budget, settings, growth, journal):
     """Spec-Bench mode: answer files written, then the bench's tables and Spec-Bench's from them."""
     import os
 
     from treegraft_lab import bench, specbench
 
-    meta = {"hardware": bench.hardware(pair), "load_start": os.getloadavg(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    meta = {"hardware": bench.hardware(pair), "load_start": journal.once("load_start", os.getloadavg),
+            "started": journal.once("started", lambda: time.strftime("%Y-%m-%d %H:%M:%S"))}
     records = specbench.answer_questions(pair, prompts, methods, args.answers, args.max_new_tokens, budget, args.prune,
-                                         warmup_tokens=args.warmup_tokens, progress=True, growth=growth)
+                                         warmup_tokens=args.warmup_tokens, progress=True, growth=growth, journal=journal)
+    if journal.resumed():
+        meta["resumed"] = journal.resumed()
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"), budgets={}, skipped={},
                 settings={**settings, "methods": list(dict.fromkeys(["ar", *methods])), "max_new_tokens": args.max_new_tokens,
                           "budget": budget, "prune": args.prune, "answers": str(args.answers),

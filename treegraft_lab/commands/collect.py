@@ -6,13 +6,15 @@
 
 Trees are pruned and priced with one device profile (treegraft_lab.costs): this device's
 measured one by default, or `--profile NAME|FILE`; the artifact trained on them is for that
-profile (see treegraft_lab.training.collect).
+profile (see treegraft_lab.training.collect). Each prompt is stored in shard-i-of-n.partial/ as it
+finishes (`treegraft_lab.resume`); an interrupted shard continues with `--resume` (the same flags).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from treegraft_lab.commands.common import add_prune_argument, check_pair, growth_from_args
@@ -63,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue this shard's interrupted collection in --out (the same flags): prompts it "
+                             "stored are not collected again")
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -114,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from treegraft_lab import costs, measure
+    from treegraft_lab.costs import DeviceProfile
     from treegraft_lab.training.collect import CollectConfig, collect_shard, merge
 
     if args.threads:
@@ -131,15 +137,36 @@ def run(args: argparse.Namespace) -> int:
 
     decode, prompts = check_inputs(args)  # every setting is refused here, before any model loads
     fixed = None if args.profile == "wall" else costs.load(args.profile)
+    out = args.out or (None if args.target else _out_dir(args))
+    journal = _journal(args, out, shard, prompts) if out else None  # an interrupted run is refused before loading
     pair = load_pair(None if args.target else args.pair, target=args.target, mid=args.mid, device=args.device,
                      dtype=args.dtype)
-    out = args.out or TRAJECTORIES_DIR / pair.name.replace("/", "_")
-    profile = fixed or measure.resolve("wall", pair)
+    out = out or TRAJECTORIES_DIR / pair.name.replace("/", "_")
+    journal = journal or _journal(args, out, shard, prompts)
+    meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
+            **_drafter_record(getattr(pair, "mid_id", ""))}
+    journal.check({"pair": pair.name, **{k: v for k, v in meta.items() if k != "threads"}})
+    profile = journal.once("profile", lambda: fixed or measure.resolve("wall", pair), DeviceProfile.to_dict,
+                           DeviceProfile.from_dict)  # resumed: the profile the run began with
     cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
                         shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag,
                         warm=args.warm, known=args.known_answer)
-    meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
-            **_drafter_record(getattr(pair, "mid_id", ""))}
-    path = collect_shard(pair, prompts, cfg, out, profile, meta=meta, progress=not args.quiet)
+    try:
+        path = collect_shard(pair, prompts, cfg, out, profile, meta=meta, progress=not args.quiet, journal=journal)
+    except KeyboardInterrupt:
+        print(journal.interrupted("collect", f"{journal.count()} of {len(prompts[shard[0]::shard[1]])} prompts of shard "
+                                             f"{shard[0]}/{shard[1]}"), file=sys.stderr)
+        raise
+    journal.close()
     print(path)
     return 0
+
+
+def _journal(args: argparse.Namespace, out: Path, shard: tuple[int, int], prompts: list[dict]):
+    """The shard's journal (`resume.Journal`), stored with every flag that changes what is collected."""
+    from treegraft_lab import resume
+    from treegraft_lab.training.collect import journal_folder
+
+    settings = {**resume.flags(args, ("out", "quiet", "threads", "merge")), "prompts digest": resume.digest(prompts)}
+    return resume.Journal.open(journal_folder(out, shard), settings, resume.command(args, "collect"), args.resume,
+                               "collect", "--out")

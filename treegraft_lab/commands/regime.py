@@ -7,13 +7,16 @@
 Replays of every schedule from the round starts of eval prompts are stored once (top-k pruning,
 the lookup growth by default) and priced on `--profile` with its mid curve scaled to each ratio
 (treegraft_lab.regime); `--decode` runs real decodes with scheduler artifacts at those ratios on
-the modelled clock and stores them beside the replays; the map reads both.
+the modelled clock and stores them beside the replays; the map reads both. Each replayed prompt and
+each decode is stored in the replay folder's partial/ as it finishes (`treegraft_lab.resume`); an
+interrupted --collect / --decode continues with `--resume` (the same flags).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from treegraft_lab.errors import TreeGraftError
@@ -53,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "each placed at its card's greedy agreement; prints (agreement x ratio) cells")
     parser.add_argument("--heatmap", type=Path, default=None,
                         help="with --mids: write the heatmap over (agreement, T_mid / T_tgt) (PNG)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue an interrupted --collect / --decode in the replay folder (the same flags): "
+                             "prompts and decodes it stored are not run again")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
@@ -117,24 +123,35 @@ def run(args: argparse.Namespace) -> int:
             raise TreeGraftError(f"no eval prompts in {args.prompts!r}: the map decodes the eval split")
         if args.threads:
             torch.set_num_threads(args.threads)
+        journal = _journal(args, folder, prompts, schedulers)  # an interrupted run is refused before any model loads
         pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
         meta = {"pair": args.pair, "prompts": args.prompts, "split": "eval", "per_category": args.per_category,
                 "max_new": args.max_new, "decode": {k: v for k, v in cfg.to_dict().items() if k != "clock"},
                 "dtype": str(pair.dtype)}
-        if args.collect:
-            have = regime.load(folder)[0] if (folder / "replays.parquet").is_file() else None
-            df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have,
-                                profile=base)
-            regime.save(df, folder, {**meta, "starts_cap": args.starts})
-        if args.decode:
-            folder.mkdir(parents=True, exist_ok=True)
-            for name, path in schedulers.items():  # one file per scheduler: runs for other ratios are kept
-                runs = regime.decode(pair, prompts, cfg, regime.ratio_profiles(base, ratios), {name: path}, args.max_new)
-                old = folder / f"decodes-{base.name}-{name}.parquet"
-                if old.is_file():
-                    prev = pd.read_parquet(old)
-                    runs = pd.concat([prev[~prev["ratio"].isin(ratios)], runs], ignore_index=True)
-                runs.to_parquet(old, index=False)
+        try:
+            if args.collect:
+                have = regime.load(folder)[0] if (folder / "replays.parquet").is_file() else None
+                df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have,
+                                    profile=base, journal=journal)
+                regime.save(df, folder, {**meta, "starts_cap": args.starts})
+            if args.decode:
+                folder.mkdir(parents=True, exist_ok=True)
+                for name, path in schedulers.items():  # one file per scheduler: runs for other ratios are kept
+                    runs = regime.decode(pair, prompts, cfg, regime.ratio_profiles(base, ratios), {name: path}, args.max_new,
+                                         journal=journal)
+                    old = folder / f"decodes-{base.name}-{name}.parquet"
+                    if old.is_file():
+                        prev = pd.read_parquet(old)
+                        runs = pd.concat([prev[~prev["ratio"].isin(ratios)], runs], ignore_index=True)
+                    runs.to_parquet(old, index=False)
+        except KeyboardInterrupt:
+            n = len(prompts)
+            done = [f"{journal.count('collect/')} of {n} prompts replayed"] if args.collect else []
+            done += [f"{journal.count('decode/')} of {n * len(ratios) * len(schedulers)} decodes (a prompt at a ratio "
+                     "with a scheduler)"] if args.decode else []
+            print(journal.interrupted("regime", " and ".join(done)), file=sys.stderr)
+            raise
+        journal.close()
     if args.decode and not (folder / "replays.parquet").is_file():
         return 0  # decoded before the replays were collected: the map waits for them
     df, _ = regime.load(folder)
@@ -175,6 +192,18 @@ def run(args: argparse.Namespace) -> int:
         fig.savefig(args.steps_figure, dpi=110)
         print(f"steps figure: {args.steps_figure}")
     return 0
+
+
+def _journal(args: argparse.Namespace, folder: Path, prompts: list[dict], schedulers: dict):
+    """The replay folder's journal of this --collect / --decode (`resume.Journal`): stored with every flag
+    that changes what is collected or decoded, the prompts' and the scheduler artifacts' digests."""
+    from treegraft_lab import resume
+
+    skip = ("replays", "figure", "steps_figure", "markdown", "mids", "heatmap", "schedules", "threads", "scheduler")
+    settings = {**resume.flags(args, skip), "prompts digest": resume.digest(prompts),
+                "--scheduler": {n: [str(p), resume.digest(p)] for n, p in schedulers.items()} if args.decode else None}
+    return resume.Journal.open(folder / "partial", settings, resume.command(args, "regime"), args.resume, "regime",
+                               "--replays")
 
 
 def _mid_axis(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:

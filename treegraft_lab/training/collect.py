@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -43,6 +42,7 @@ from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.presets import COLLECT_BASE
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import DEEPEST, replay_all
+from treegraft_lab.resume import Journal
 from treegraft_lab.schedule.policies import MaskPolicy
 from treegraft_lab.schedule.signals import SIGNALS
 
@@ -125,10 +125,13 @@ def _write(df: pd.DataFrame, path: Path) -> None:
 
 
 def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, profile: DeviceProfile | None = None,
-                  meta: dict | None = None, progress: bool = True, save_every_s: float = 120.0) -> Path:
-    """Collect this shard's prompts into `out_dir` (resumable: prompts already written are skipped).
-    `profile`: the resolved profile to prune and price with (None: this device's, read from the
-    cache `measure.for_pair` left); the shard's meta records its name as the decode clock."""
+                  meta: dict | None = None, progress: bool = True, journal: Journal | None = None) -> Path:
+    """Collect this shard's prompts into `out_dir` (prompts already in its shard file are skipped: a
+    larger --limit extends it). `profile`: the resolved profile to prune and price with (None: this
+    device's, read from the cache `measure.for_pair` left); the shard's meta records its name as the
+    decode clock. `journal` (`resume.Journal`, `journal_folder`): each prompt's rows and calls are
+    stored as it finishes, with the state the next prompt starts from (the draw of round starts and
+    seeds, the decoder's carried state); prompts it holds are not run again."""
     i, n = cfg.shard
     if not 0 <= i < n:
         raise TreeGraftError(f"shard {i}/{n}: need 0 <= i < n")
@@ -149,9 +152,8 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
     rng = random.Random(f"{cfg.seed}-{i}-{n}")
     todo = [p for p in mine if str(p["question_id"]) not in done]
     bar = tqdm(total=len(todo) * cfg.states, desc=f"collect {i}/{n}", unit="state", mininterval=5, disable=not progress)
-    last = time.time()
 
-    def save(final: bool = False) -> None:
+    def save() -> None:
         df = pd.DataFrame(rows)
         cl = pd.DataFrame(calls)
         if df.empty:
@@ -160,48 +162,67 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
         _write(cl, calls_p)
         info = {"format": "treegraft-trajectories/1", "pair": pair.name, "shard": [i, n], "collect": asdict(cfg),
                 "decode": {**dcfg.to_dict(), "clock": prof.name}, "prompts_done": len({r["qid"] for r in rows}), "states": int(df["state"].nunique()),
-                "profile": prof.to_dict(), "complete": final, **(meta or {})}
+                "profile": prof.to_dict(), "complete": True, **(meta or {})}
         meta_p.write_text(json.dumps(info, indent=1, default=str) + "\n")
 
     state_id = max((int(r["state"].split(":")[-1]) for r in rows), default=-1) + 1 if rows else 0
-    for p in todo:
-        ids = encode_prompt(pair.tokenizer, p["turns"][0])
-        spots = sorted(rng.sample(range(cfg.max_new), min(cfg.states, cfg.max_new)))
-        if not cfg.warm or cfg.known:
-            # known acceptance reads past the start; warm rounds may overshoot a spot by a round's tokens
-            want = spots[-1] + ((2 if cfg.warm else 1) * DEEPEST if cfg.known else 0)
-            full = autoregressive(pair, ids, max_new_tokens=want).token_ids if want else []
-            full = full[: next((k + 1 for k, t in enumerate(full) if t in stop), len(full))]
-            cont = full[: spots[-1]]
-            ended = bool(cont) and cont[-1] in stop  # no round starts after the end of the answer
-            spots = [j for j in spots if j < len(cont) + (not ended)]
-        if cfg.warm:  # one decode per prompt, from the prompt through every round start
-            dec.start(ids)
-        for j in spots:
-            if cfg.warm:
-                if not _decode_to(dec, len(ids) + j, stop):
-                    break
-                j = len(dec.ids) - len(ids)  # rounds commit several tokens: the start actually reached
-            else:
-                dec.start(ids + cont[:j], prompt_len=len(ids))
-            lag = dec.lag_mid(rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
-            if cfg.known:
-                st, lv, cl = replay_all(dec, False, 0, seed=rng.randrange(2**31), answer=full[j:])
-            else:
-                st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
-            base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{i}:{state_id}",
-                    "position": j, "prompt_len": len(ids), "D": dcfg.depth, "mid_lag": lag}
-            rows += state_rows(st, lv, base)
-            calls += [{**c, "state": base["state"]} for c in cl]
-            state_id += 1
-            bar.update(1)
-        bar.update(cfg.states - len(spots))
-        if time.time() - last > save_every_s:
-            save()
-            last = time.time()
-    bar.close()
-    save(final=True)
+    journal = journal or Journal()
+    last = journal.state()
+    if last is not None:  # resumed: where the last stored prompt left the draws and the decoder
+        rng.setstate((last["rng"][0], tuple(last["rng"][1]), last["rng"][2]))
+        dec.restore_state(last["carried"])
+        state_id = last["state_id"]
+    try:  # the bar closes before a Ctrl-C's line is printed
+        for p in todo:
+            stored = journal.get(str(p["question_id"]))
+            if stored is not None:
+                rows += stored["rows"]
+                calls += stored["calls"]
+                bar.update(cfg.states)
+                continue
+            first = (len(rows), len(calls))
+            ids = encode_prompt(pair.tokenizer, p["turns"][0])
+            spots = sorted(rng.sample(range(cfg.max_new), min(cfg.states, cfg.max_new)))
+            if not cfg.warm or cfg.known:
+                # known acceptance reads past the start; warm rounds may overshoot a spot by a round's tokens
+                want = spots[-1] + ((2 if cfg.warm else 1) * DEEPEST if cfg.known else 0)
+                full = autoregressive(pair, ids, max_new_tokens=want).token_ids if want else []
+                full = full[: next((k + 1 for k, t in enumerate(full) if t in stop), len(full))]
+                cont = full[: spots[-1]]
+                ended = bool(cont) and cont[-1] in stop  # no round starts after the end of the answer
+                spots = [j for j in spots if j < len(cont) + (not ended)]
+            if cfg.warm:  # one decode per prompt, from the prompt through every round start
+                dec.start(ids)
+            for j in spots:
+                if cfg.warm:
+                    if not _decode_to(dec, len(ids) + j, stop):
+                        break
+                    j = len(dec.ids) - len(ids)  # rounds commit several tokens: the start actually reached
+                else:
+                    dec.start(ids + cont[:j], prompt_len=len(ids))
+                lag = dec.lag_mid(rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
+                if cfg.known:
+                    st, lv, cl = replay_all(dec, False, 0, seed=rng.randrange(2**31), answer=full[j:])
+                else:
+                    st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
+                base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{i}:{state_id}",
+                        "position": j, "prompt_len": len(ids), "D": dcfg.depth, "mid_lag": lag}
+                rows += state_rows(st, lv, base)
+                calls += [{**c, "state": base["state"]} for c in cl]
+                state_id += 1
+                bar.update(1)
+            bar.update(cfg.states - len(spots))
+            journal.add(str(p["question_id"]), {"rows": rows[first[0]:], "calls": calls[first[1]:]},
+                        {"rng": rng.getstate(), "carried": dec.carried_state(), "state_id": state_id})
+    finally:
+        bar.close()
+    save()
     return rows_p
+
+
+def journal_folder(out_dir: Path, shard: tuple[int, int]) -> Path:
+    """Where a shard's journal lives while it is collected (`resume.Journal`): shard-i-of-n.partial/."""
+    return shard_paths(out_dir, shard)[0].with_suffix(".partial")
 
 
 def _decode_to(dec, n: int, stop: set[int]) -> bool:
