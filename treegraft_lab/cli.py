@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "benchmark TreeGraft against peers, side by side in one run"),
     "report": ("report", "write docs/results.md and the README's results table from the committed data"),
     "regime": ("regime", "where WHEN matters: all-small, all-mid, masks, oracle and adaptive against T_mid / T_tgt"),
+    "lab": ("lab", "the workbench: JupyterLab on notebooks/, on 127.0.0.1 only, with a token"),
 }
 
 
