@@ -188,7 +188,7 @@ def test_a_scheduler_trained_on_full_trees_never_drives_lookup_or_release_trees(
     check_match({**meta, "growth": "lookup"}, "p", prof, "topk", tmp_path, "lookup")
     pair = type("Pair", (), {"name": "p"})()
     assert artifact_folder(pair, preset("full"), prof).name == "a100-paper-topk"
-    assert artifact_folder(pair, DecodeConfig(**GROWTHS["lookup"], small="ngram"), prof).name == "a100-paper-topk-lookup"
+    assert artifact_folder(pair, DecodeConfig(**GROWTHS["lookup"], small="ngram", prune="topk"), prof).name == "a100-paper-topk-lookup"
     assert artifact_folder(pair, preset("release"), prof).name == "a100-paper-topk-release"
 
 
@@ -205,7 +205,7 @@ def test_a_scheduler_trained_on_n_gram_trees_never_drives_trees_with_recycled_ca
     with pytest.raises(TreeGraftError, match="recycle_below 2.*not 0"):  # recycled candidates under every node
         check_match(gated, "p", prof, "topk", tmp_path, "lookup", "ngram+recycling", 0)
     pair = type("Pair", (), {"name": "p"})()
-    cfg = DecodeConfig(**GROWTHS["lookup"], small="ngram+recycling")
+    cfg = DecodeConfig(**GROWTHS["lookup"], small="ngram+recycling", prune="topk")
     assert artifact_folder(pair, cfg, prof).name == "a100-paper-topk-lookup-ngram+recycling"
 
 

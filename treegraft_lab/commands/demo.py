@@ -158,4 +158,6 @@ def run(args: argparse.Namespace) -> int:
           "interleaved (once modelled: its times do not vary); min–max: the same speedup within each repeat, lowest and "
           "highest; same decisions: the same tokens and the same kept tree every round, timed together as one number; "
           f"lossless: output identical to plain decoding; {time.perf_counter() - t0:.0f} s in all)")
+    print("\nNext: `make lab` opens the workbench (JupyterLab on notebooks/, on this machine only, with a token); "
+          "start with 01_step_through.ipynb, which steps through a decoding round by round.")
     return 0
