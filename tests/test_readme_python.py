@@ -48,5 +48,7 @@ def test_every_python_block_of_the_readme_runs_as_printed_and_the_default_decode
     assert str(dec.pair.dtype) == "torch.float32" and dec.pair.device.type == "cpu"
     assert dec.config.prune == "value" and dec.config.schedule == "adaptive" and dec.config.growth == "lookup"
     assert gen.token_ids == autoregressive(dec.pair, "Write a haiku about the sea.", 48).token_ids
+    hf = dec.pair.target.generate(**ns["inputs"], do_sample=False, max_new_tokens=48)
+    assert ns["out"].tolist() == hf.tolist()  # the custom_generate block: HF greedy, token for token
     err = capsys.readouterr().err
     assert "schedule=adaptive" in err and "prune=value" in err  # said in one line
