@@ -42,7 +42,7 @@ from treegraft_lab.tree import SMALL, DraftTree
 
 TARGET_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)  # dense where small trees are priced
 LONG_SIZES = (1, 8, 16, 64)  # the target curve at CONTEXT_LONG: what a tree token costs after a long prompt
-METHOD = "interleaved passes, convex fit"  # in the profile key: a profile measured otherwise is measured again
+METHOD = "interleaved passes, convex fit with a first step"  # in the profile key: a profile measured otherwise is measured again
 MID_SIZES = (1, 10, 25, 50, 100, 200, 400)
 
 
@@ -268,9 +268,14 @@ def measure(pair, progress: bool = True, repeats: int = 5) -> DeviceProfile:
 
 
 def fitted(curve: dict[int, float]) -> dict[int, float]:
-    """The least-squares fit of {size: ms} by a nondecreasing convex piecewise-linear curve with a knot
-    at each size (scipy's non-negative least squares over hinge functions): a forward of more tokens
-    never costs less, and a token never costs less than the one before it. A size timed fast or slow
+    """{size: ms} fitted: the smallest size (one token: a decoding step) as measured, capped by the fit
+    at the next size, and from the second size on the least-squares fit by a nondecreasing convex
+    piecewise-linear curve with a knot at each size (scipy's non-negative least squares over hinge
+    functions): a forward of more tokens never costs less, and past one token a token never costs
+    less than the one before it. One token is fitted apart because a CPU may run it with another
+    kernel than a few tokens (a matrix-vector product against a matrix product: AMX, AVX-512): the
+    jump it measured between one token and two stays there, instead of being spread over the first
+    tree tokens, which value pruning would then keep at a loss. A size timed fast or slow
     by chance moves its neighbours a little instead of making a run of tokens free (a running minimum,
     or an isotonic fit, prices a flat stretch at 0 ms a token, and value pruning then fills it)."""
     if len(curve) < 3:
@@ -278,10 +283,12 @@ def fitted(curve: dict[int, float]) -> dict[int, float]:
     import numpy as np
     from scipy.optimize import nnls
 
-    xs = np.array(sorted(curve), dtype=float)
+    first, *rest = sorted(curve)
+    xs = np.array(rest, dtype=float)  # the curve from the second size on: convex
     basis = np.column_stack([np.ones_like(xs), *(np.maximum(0.0, xs - k) for k in xs[:-1])])
     weights, _ = nnls(basis, np.array([curve[int(x)] for x in xs]))
-    return {int(x): float(v) for x, v in zip(xs, basis @ weights)}
+    out = {int(x): float(v) for x, v in zip(xs, basis @ weights)}
+    return {first: min(curve[first], out[rest[0]]), **out}  # the smallest size as measured, never above the next
 
 
 # ---------------------------------------------------------------------------- sanity

@@ -86,12 +86,22 @@ def _note(r) -> str:
     return "; ".join(notes)
 
 
+def _cell(per, method: str, kind: str, width: int) -> str:
+    """One prompt's speedup, with the min–max of its per-repeat speedups where there were repeats."""
+    if (method, kind) not in per.index:
+        return f"{'-':>{width}}"
+    r = per.loc[(method, kind)]
+    text = f"{r.speedup:.2f}x" + (f" ({r.spread_lo:.2f}–{r.spread_hi:.2f})" if r.repeats > 1 else "")
+    return f"{text:>{width}}"
+
+
 def method_table(result, clock: str, kinds: list[str]) -> list[str]:
     summ = result.summary[result.summary.clock == clock]
     s = summ[summ.category == "overall"].set_index("method")
-    per = summ.set_index(["method", "category"]).speedup
+    per = summ.set_index(["method", "category"])
     rec = result.records[result.records.clock == clock]
-    cols = "".join(f"{k:>12}" for k in kinds) if len(kinds) > 1 else ""
+    width = 20 if clock == "wall" else 12  # measured: each prompt's min–max over repeats beside its speedup
+    cols = "".join(f"{k:>{width}}" for k in kinds) if len(kinds) > 1 else ""
     rows = [f"  {'method':<24}{'tokens/s':>9}{'speedup':>9}{'min–max':>12}{cols}{'tokens/round':>14}  lossless"]
     for m, label in METHODS.items():
         if m not in s.index:
@@ -100,7 +110,7 @@ def method_table(result, clock: str, kinds: list[str]) -> list[str]:
         tpr = "-" if r.tokens_per_round != r.tokens_per_round else f"{r.tokens_per_round:.2f}"
         spread = f"{r.spread_lo:.2f}–{r.spread_hi:.2f}" if r.repeats > 1 else "-"
         lossless = "yes" if bool(rec[rec.method == m].match.all()) else "NO"
-        each = "".join(f"{per.get((m, k), float('nan')):>11.2f}x" for k in kinds) if cols else ""
+        each = "".join(_cell(per, m, k, width) for k in kinds) if cols else ""
         note = _note(r)
         rows.append(f"  {label:<24}{r.tokens_per_s:>9.1f}{r.speedup:>8.2f}x{spread:>12}{each}{tpr:>14}  {lossless}"
                     + (f"  ({note})" if note else ""))
@@ -144,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     n = args.max_new_tokens
     print(f"Measured on this machine ({prof.device}; {n} new tokens a prompt, greedy, prune={rec['prune']}, "
           f"{DEFAULT_GROWTH} growth, small drafter {DEFAULT_SMALL}; speedup over all prompts with the min–max of its "
-          f"{REPEATS} per-repeat ratios, then on each prompt):")
+          f"{REPEATS} per-repeat ratios, then on each prompt, its min–max in brackets):")
     print("\n".join(method_table(result, "wall", kinds)))
     a100 = costs.load("a100-paper")
     print("\nModelled on a100-paper (the paper's A100 step costs, not measured: data/profiles/README.md; the same "
