@@ -319,7 +319,7 @@ def test_a_noisy_measurement_is_measured_again_and_kept_with_its_n_spread_and_da
     monkeypatch.setattr(measure, "forward_times", wild)
     monkeypatch.setattr(measure, "note", lambda _: None)
     busy = measure.for_pair(pair, refresh=True, progress=False)  # disagrees twice: kept, flagged
-    assert len(busy.flagged) == 1 and re.search(r"disagree by .* \(more than 50%\)", busy.flagged[0])
+    assert any(re.search(r"disagree by .* \(more than 50%\)", f) for f in busy.flagged)
 
 
 def test_a_cached_profile_that_is_insane_or_lacks_its_spread_is_measured_again(cache, monkeypatch):
