@@ -283,9 +283,10 @@ def test_a_policy_that_may_skip_the_mid_drafter_prefills_it_only_when_it_first_c
 
 def test_the_command_lines_default_settings_decode_as_hf_greedy(tmp_path, monkeypatch, capsys):
     """`treegraft-lab generate` given only a pair decodes with the command line's defaults (its
-    growth and small drafter: lookup, ngram+recycling; schedule 10101, budget 63) and prints the
-    target's greedy tokens (HF `generate` on the model loaded afresh). The mid drafter is the target
-    itself: prompt lookup's chain, n-gram, recycled and deep mid-drafted nodes are all accepted."""
+    growth and small drafter: lookup, ngram+recycling; budget 63; schedule 10101 asked for by name, as
+    the default "auto" is all-small for a pair with no trained scheduler) and prints the target's greedy
+    tokens (HF `generate` on the model loaded afresh). The mid drafter is the target itself: prompt
+    lookup's chain, n-gram, recycled and deep mid-drafted nodes are all accepted."""
     import json
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -300,7 +301,8 @@ def test_the_command_lines_default_settings_decode_as_hf_greedy(tmp_path, monkey
     folder = save_tiny_pair(tmp_path / "pair", scale=16.0) / "target"  # sharp: the mid's drafts pass min_step_p
     prompt, n = "the cat sat on the mat; the cat sat on the hat; the cat", 40
     assert cli.main(["generate", prompt, "--target", str(folder), "--mid", str(folder), "--device", "cpu",
-                     "--dtype", "float32", "--max-new-tokens", str(n), "--record", str(tmp_path / "run"), "--json"]) == 0
+                     "--dtype", "float32", "--max-new-tokens", str(n), "--record", str(tmp_path / "run"), "--json",
+                     "--schedule", "10101"]) == 0
     out = json.loads(capsys.readouterr().out)
     ids = encode_prompt(AutoTokenizer.from_pretrained(folder), prompt)
     assert out["token_ids"] == hf_greedy(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32), ids, n)

@@ -108,7 +108,7 @@ def test_check_same_tokenizer_compares_map_and_special_ids():
 
 def test_mid_without_tokenizer_must_cover_the_vocabulary(tmp_path, tiny_model, tiny_llama_dir):
     small = tiny_model(tmp_path / "small-vocab", "llama", vocab_size=1000)
-    with pytest.raises(TreeGraftError, match="vocab_size 1000 but the tokenizer has 49152"):
+    with pytest.raises(TreeGraftError, match=r"vocab_size 1000 \(its config.json\) but the target's tokenizer has 49152"):
         load_pair(target=tiny_llama_dir, mid=small, dtype="float32")
 
 
