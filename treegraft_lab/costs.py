@@ -169,6 +169,21 @@ def load(name_or_path: str | Path) -> DeviceProfile:
     return DeviceProfile.from_dict(doc, str(p))
 
 
+def profile_name(profile) -> str:
+    """A profile in words (device, dtype, date), never its cache hash: "Intel Xeon, float32, 2 threads
+    · measured 2026-12-01", "NVIDIA A100 (the paper's setting, fp16) · derived from published costs"."""
+    key = getattr(profile, "key", {}) or {}
+    if key.get("hardware"):
+        threads = key.get("threads", "?")
+        device = f"{key['hardware']}, {key.get('dtype', '')}, {threads} thread{'' if threads == 1 else 's'}"
+    else:
+        device = profile.device.split(")")[0] + ")" if ")" in profile.device else (profile.device or profile.name)
+    src = profile.source or ""
+    when = (f"measured {profile.measured}" if getattr(profile, "measured", "") else " ".join(src.split()[:2])
+            if src.startswith("measured") else "derived from published costs")
+    return f"{device} · {when}"
+
+
 def scheduler_costs(profile: DeviceProfile, config, budget: int | None = None) -> tuple[float, float]:
     """The scheduler's T_tgt / T_mid inputs: one verification of the budget's tree (B_ver + 1 tokens;
     63 when the budget is "auto") and one mid call on the nodes a step grows (W x k per parent,
