@@ -272,7 +272,7 @@ def suite_run(schedule: str = "10101", limit: int | None = None, max_new_tokens:
               preset: str = "speed", **config: Any) -> Any:
     """The suite prompts decoded with `schedule` under `preset` ("speed", the defaults, or "release";
     `presets.PRESETS`) and any DecodeConfig overrides, recorded once."""
-    from treegraft_lab.presets import preset as make
+    from treegraft_lab.config import preset as make
 
     S = sizes()
     cfg = make(preset, schedule=schedule, **{"budget": S.budget, "clock": current().clock, **config})
@@ -377,7 +377,7 @@ def tiny_run(rounds: int = 3, schedule: str = "10101", budget: int = 63, seed: i
     import random
 
     from treegraft_lab import TreeGraftDecoder, record
-    from treegraft_lab.presets import preset
+    from treegraft_lab.config import preset
     from treegraft_lab.tiny import tiny_pair
 
     rng = random.Random(seed)
