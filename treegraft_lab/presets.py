@@ -47,4 +47,6 @@ PRESETS = {"speed": SPEED, "full": FULL, "release": RELEASE}
 # What a settings dict of trajectory collection means where it leaves a field out: the full growth and
 # the n-gram drafter (collection's own defaults, and what the committed trajectories recorded against).
 COLLECT_BASE = {**GROWTHS["full"], "small": "ngram", "schedule": "small"}  # the schedule: collection replays every one
-
+# The schedules the regime map prices from its stored replays: `treegraft-lab regime --schedules`' default,
+# and the map docs/results.md shows (`report.regime_rows`).
+REGIME_SCHEDULES = "all-small,all-mid,10101,best-fixed,oracle"
