@@ -193,3 +193,21 @@ def scheduler_costs(profile: DeviceProfile, config, budget: int | None = None) -
     grow = config.width * (config.children if config.expansion == "per_parent" else 1)
     t_mid = profile.mid_ms(min(grow, config.node_cap)) if profile.mid else math.nan
     return profile.target_ms(budget + 1), t_mid
+
+
+STEEP = 1.3  # value pruning where a 64-token target forward costs at least this many 1-token ones
+
+
+def prune_for(profile) -> tuple[str, str]:
+    """The pruning rule a device profile recommends, and why: "value" where every verified node
+    costs (a 64-token target forward >= STEEP x a 1-token one: CPUs), else "topk" (flat GPU curves)."""
+    ratio = profile.target_ms(64) / profile.target_ms(1)
+    rule = "value" if ratio >= STEEP else "topk"
+    return rule, f"a 64-token target forward costs {ratio:.1f}x a 1-token one on {profile.name}"
+
+
+def concrete_prune(config, profile) -> str:
+    """`config.prune`, with "auto" replaced by the profile's recommendation (`prune_for`; "topk" with no profile)."""
+    if config.prune != "auto":
+        return config.prune
+    return prune_for(profile)[0] if profile is not None else "topk"
