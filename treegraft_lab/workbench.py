@@ -348,22 +348,6 @@ def accepted_spans(run: Any, run_id: int = 0) -> list[tuple[int, int, int]]:
     return spans
 
 
-def categories_of(run: Any) -> pd.Series:
-    """A run-id -> category map (empty category when the run has none)."""
-    if "category" in run.runs:
-        return run.runs.set_index("run")["category"]
-    return pd.Series("", index=run.runs["run"])
-
-
-def graft_stats(run: Any) -> pd.DataFrame:
-    """Per mid step: share of the frontier reselected at an earlier depth, pool vs conventional pool.
-    (The pooled statistics the paper reports: `viz.stats.graft_summary`.)"""
-    st = run.steps[run.steps["call_mid"]].copy()
-    st["category"] = st["run"].map(categories_of(run))
-    st["pool_ratio"] = st["pool_size"] / st["conventional_pool"].clip(lower=1)
-    return st[["run", "category", "round", "step", "reselected_earlier", "pool_size", "conventional_pool", "pool_ratio"]]
-
-
 # ---------------------------------------------------------------------------- tiny runs
 
 
