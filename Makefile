@@ -33,6 +33,7 @@ browser-deps:
 WHEELS ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/treegraft_lab/wheels
 test: setup browser-deps
 	.venv/bin/ruff check treegraft_lab tests scripts notebooks
+	.venv/bin/lint-imports
 	@cache=$$(mktemp -d "$${TMPDIR:-/tmp}/treegraft-test-cache.XXXXXX"); trap 'rm -rf "$$cache"' EXIT; \
 	echo "make test: empty cache $$cache; target wheel kept in $(WHEELS)"; \
 	export TREEGRAFT_LAB_CACHE="$$cache" TREEGRAFT_LAB_WHEELS="$(WHEELS)"; unset TREEGRAFT_PROFILE_CACHE; \

@@ -11,11 +11,10 @@ import pytest
 
 from tests.test_decoder import hf_greedy
 from treegraft_lab import cli, costs, measure
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, preset
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
-from treegraft_lab.presets import preset
 from treegraft_lab.tiny import tiny_pair
 
 pytestmark = pytest.mark.usefixtures("busy_machine")  # every test here runs beside two busy loops

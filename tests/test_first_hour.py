@@ -9,10 +9,9 @@ import json
 import pytest
 
 from treegraft_lab import cli, costs, measure, models
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, preset
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.presets import preset
 from treegraft_lab.tiny import save_tiny_pair, tiny_pair
 
 IDS = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7, 1, 2, 3]

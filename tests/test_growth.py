@@ -9,12 +9,11 @@ import pytest
 import torch
 
 from treegraft_lab import graft, kv
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, preset
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramDrafter
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
-from treegraft_lab.presets import preset
 from treegraft_lab.retrieval import SmallDrafters
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.tree import MID, SMALL, DraftTree

@@ -10,12 +10,11 @@ import torch
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
 from treegraft_lab.budget import ValuePruner
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, preset
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramDrafter, NgramIndex
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.presets import preset
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.tree import DraftTree
 

@@ -190,8 +190,8 @@ def test_hub_that_never_answers_is_given_up_on(hub, monkeypatch):
     server.listen(1)  # accepts connections, never answers
     try:
         hub(f"http://127.0.0.1:{server.getsockname()[1]}")
-        probes, probe = [], models._probe_hub
-        monkeypatch.setattr(models, "_probe_hub", lambda repo: probes.append(repo) or probe(repo, 0.2))
+        probes, probe = [], models.probe_hub
+        monkeypatch.setattr(models, "probe_hub", lambda repo: probes.append(repo) or probe(repo, 0.2))
         with pytest.raises(TreeGraftError, match="cannot reach the Hugging Face hub"):  # it gave up: no answer came
             load_pair(target="Qwen/Qwen3-8B", mid="Qwen/Qwen3-0.6B")
         assert probes == ["Qwen/Qwen3-8B"]  # the server never answered: the probe's own timeout ended the wait

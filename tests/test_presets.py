@@ -12,8 +12,8 @@ import pytest
 from treegraft_lab import costs
 from treegraft_lab.commands import generate
 from treegraft_lab.commands.common import config_from_args
-from treegraft_lab.config import DecodeConfig
-from treegraft_lab.presets import DEFAULT_PAIR, GROWTHS, LOOKUP_TOKENS, preset
+from treegraft_lab.config import DecodeConfig, preset
+from treegraft_lab.presets import DEFAULT_PAIR, GROWTHS, LOOKUP_TOKENS
 
 pytestmark = pytest.mark.usefixtures("busy_machine")  # every test here runs beside two busy loops
 

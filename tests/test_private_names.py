@@ -1,7 +1,8 @@
 """No module reaches into another module's private names: what one module uses of another is public.
 
 Checked by parsing (never importing) the package, the scripts, the tests and the notebooks' code:
-`from treegraft_lab.x import _y` and `x._y` on an imported treegraft_lab module are refused.
+`from treegraft_lab.x import _y`, `x._y` on an imported treegraft_lab module and `treegraft_lab.x._y`
+(after `import treegraft_lab.x`) are refused.
 """
 
 from __future__ import annotations
@@ -48,10 +49,22 @@ def private_uses(source: str) -> list[str]:
         elif isinstance(node, ast.Import):
             modules.update({a.asname: a.name for a in node.names if a.asname and a.name.startswith("treegraft_lab")})
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name) \
-                and node.value.id in modules:
+        if not (isinstance(node, ast.Attribute) and private(node.attr)):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in modules:
             found.append(f"{modules[node.value.id]}.{node.attr}")
+        elif (owner := dotted(node.value)).startswith("treegraft_lab") and is_module(owner):
+            found.append(f"{owner}.{node.attr}")
     return found
+
+
+def dotted(node: ast.expr) -> str:
+    """"a.b.c" for a chain of names (`treegraft_lab.bench` as written after `import treegraft_lab.bench`), else ""."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
 
 
 def test_no_module_uses_another_modules_private_names():
@@ -62,3 +75,9 @@ def test_no_module_uses_another_modules_private_names():
 def test_a_private_import_and_a_private_attribute_are_both_caught():
     src = "from treegraft_lab.bench import _growth_name\nfrom treegraft_lab import measure\nmeasure._x()\n"
     assert private_uses(src) == ["treegraft_lab.bench._growth_name", "treegraft_lab.measure._x"]
+
+
+def test_a_private_name_read_through_the_full_module_path_is_caught():
+    src = "import treegraft_lab.schedule.choice\nimport treegraft_lab\ntreegraft_lab.schedule.choice._dtypes('cpu', 'wall')\n" \
+          "treegraft_lab._PUBLIC\nself._cache\n"
+    assert sorted(private_uses(src)) == ["treegraft_lab._PUBLIC", "treegraft_lab.schedule.choice._dtypes"]

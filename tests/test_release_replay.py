@@ -131,7 +131,7 @@ def continuation_decoder(pair, config, continuations):
 
 
 def release_config(name: str):
-    from treegraft_lab.presets import preset
+    from treegraft_lab.config import preset
 
     return preset("release", schedule=SCHEDULES[name], clock="a100-paper")
 

@@ -8,11 +8,10 @@ import pytest
 import torch
 
 from treegraft_lab.baselines import RecyclingDecoder, SuffixDecoder
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, preset
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.hooks import record
-from treegraft_lab.presets import preset
 from treegraft_lab.retrieval import TEMPLATE, RecyclingDrafter, SuffixAutomaton, SuffixDrafter
 from treegraft_lab.schedule.rules import RulePolicy
 from treegraft_lab.tiny import tiny_pair

@@ -19,9 +19,9 @@ import torch
 from scipy.stats import chisquare
 
 from treegraft_lab import decoder as decoder_module
-from treegraft_lab.config import GROWTHS, DecodeConfig
+from treegraft_lab.config import GROWTHS, DecodeConfig, preset
 from treegraft_lab.decoder import TreeGraftDecoder
-from treegraft_lab.presets import SPEED_GROWTH, SPEED_SMALL, preset
+from treegraft_lab.presets import SPEED_GROWTH, SPEED_SMALL
 from treegraft_lab.tiny import tiny_pair
 from treegraft_lab.verify import accept_sampling, warp
 

@@ -13,12 +13,11 @@ import torch
 
 from tests.test_decoder import hf_greedy
 from treegraft_lab import cli, kv, measure
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, preset
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramIndex
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.presets import preset
 from treegraft_lab.replay import replay_all
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy

@@ -283,7 +283,7 @@ def test_the_growth_animation_folds_every_frame_alike(run_release):
 
 def test_the_reselected_share_from_steps_equals_the_one_from_nodes():
     from treegraft_lab import TreeGraftDecoder, record
-    from treegraft_lab.presets import preset
+    from treegraft_lab.config import preset
     from treegraft_lab.tiny import tiny_pair
 
     pair = tiny_pair("llama", vocab=64, scale=4.0)

@@ -15,7 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from treegraft_lab import TreeGraftDecoder, measure, record
-from treegraft_lab.presets import preset
+from treegraft_lab.config import preset
 from treegraft_lab.widgets import (
     ROUND_PX,
     VERIFY,

@@ -20,7 +20,7 @@ _PUBLIC = {
     "load_run": "treegraft_lab.hooks",
     "autoregressive": "treegraft_lab.baselines",
     "TreeGraftError": "treegraft_lab.errors",
-    "preset": "treegraft_lab.presets",
+    "preset": "treegraft_lab.config",
 }
 _MODULES = {"measure": "treegraft_lab.measure"}  # public modules: `treegraft_lab.measure.resolve(clock, pair)`
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.presets import FULL_GROWTH, GROWTHS, RELEASE_RULES, SPEED  # noqa: F401  (GROWTHS, RELEASE_RULES: re-exported)
+from treegraft_lab.presets import FULL_GROWTH, GROWTHS, PRESETS, RELEASE_RULES, SPEED  # noqa: F401  (GROWTHS, RELEASE_RULES: re-exported)
 
 NAMED_SCHEDULES = ("auto", "small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
 PRUNES = ("auto", "topk", "value")
@@ -82,7 +82,7 @@ class DecodeConfig:
     Token Recycling small drafters, and schedule="auto", prune="auto": the decoder picks them for its
     pair and device profile and says so in one line (adaptive where a scheduler is trained for them,
     else "small"; "value" where a verified node costs, else "topk"; `schedule.choice.resolve_auto`).
-    Ask for a schedule by name ("10101") to see grafting in every tree; `presets.preset("release")` is
+    Ask for a schedule by name ("10101") to see grafting in every tree; `preset("release")` is
     the release's.
 
     depth: draft steps per round (D). width: frontier width W (the nodes a step expands; the next
@@ -293,3 +293,11 @@ class DecodeConfig:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["schedule"] = self.schedule_name
         return d
+
+
+def preset(name: str = "speed", **overrides) -> DecodeConfig:
+    """The `DecodeConfig` of preset `name` ("speed": the defaults; "full"; "release": the authors' release),
+    with `overrides` on top (any DecodeConfig field)."""
+    if name not in PRESETS:
+        raise TreeGraftError(f"unknown preset {name!r}; the presets are {', '.join(PRESETS)}")
+    return DecodeConfig(**{**PRESETS[name], **overrides})

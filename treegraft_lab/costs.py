@@ -169,6 +169,21 @@ def load(name_or_path: str | Path) -> DeviceProfile:
     return DeviceProfile.from_dict(doc, str(p))
 
 
+def profile_name(profile) -> str:
+    """A profile in words (device, dtype, date), never its cache hash: "Intel Xeon, float32, 2 threads
+    · measured 2026-12-01", "NVIDIA A100 (the paper's setting, fp16) · derived from published costs"."""
+    key = getattr(profile, "key", {}) or {}
+    if key.get("hardware"):
+        threads = key.get("threads", "?")
+        device = f"{key['hardware']}, {key.get('dtype', '')}, {threads} thread{'' if threads == 1 else 's'}"
+    else:
+        device = profile.device.split(")")[0] + ")" if ")" in profile.device else (profile.device or profile.name)
+    src = profile.source or ""
+    when = (f"measured {profile.measured}" if getattr(profile, "measured", "") else " ".join(src.split()[:2])
+            if src.startswith("measured") else "derived from published costs")
+    return f"{device} · {when}"
+
+
 def scheduler_costs(profile: DeviceProfile, config, budget: int | None = None) -> tuple[float, float]:
     """The scheduler's T_tgt / T_mid inputs: one verification of the budget's tree (B_ver + 1 tokens;
     63 when the budget is "auto") and one mid call on the nodes a step grows (W x k per parent,
@@ -178,3 +193,21 @@ def scheduler_costs(profile: DeviceProfile, config, budget: int | None = None) -
     grow = config.width * (config.children if config.expansion == "per_parent" else 1)
     t_mid = profile.mid_ms(min(grow, config.node_cap)) if profile.mid else math.nan
     return profile.target_ms(budget + 1), t_mid
+
+
+STEEP = 1.3  # value pruning where a 64-token target forward costs at least this many 1-token ones
+
+
+def prune_for(profile) -> tuple[str, str]:
+    """The pruning rule a device profile recommends, and why: "value" where every verified node
+    costs (a 64-token target forward >= STEEP x a 1-token one: CPUs), else "topk" (flat GPU curves)."""
+    ratio = profile.target_ms(64) / profile.target_ms(1)
+    rule = "value" if ratio >= STEEP else "topk"
+    return rule, f"a 64-token target forward costs {ratio:.1f}x a 1-token one on {profile.name}"
+
+
+def concrete_prune(config, profile) -> str:
+    """`config.prune`, with "auto" replaced by the profile's recommendation (`prune_for`; "topk" with no profile)."""
+    if config.prune != "auto":
+        return config.prune
+    return prune_for(profile)[0] if profile is not None else "topk"

@@ -32,7 +32,7 @@ from treegraft_lab.errors import TreeGraftError
 def profile_words(profile: Any) -> str:
     """The profile a run is priced on, in words (device, dtype, date), kept with the run: its
     views name it even where that profile is no longer cached."""
-    from treegraft_lab.widgets import profile_name
+    from treegraft_lab.costs import profile_name
 
     try:
         return profile_name(profile)

@@ -193,7 +193,7 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype
 # ---------------------------------------------------------------------------- resolving names
 
 
-def _probe_hub(repo_id: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> int | None:
+def probe_hub(repo_id: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> int | None:
     """HTTP status of the repo's config.json on the hub, or None when the hub cannot be reached.
 
     One HEAD request, bounded by a thread join too (name resolution can hang past `timeout`).
@@ -224,7 +224,7 @@ def _from_hub(repo_id: str) -> str:
     """The hub id if the hub serves it, else its snapshot in the local HF cache, else an error."""
     from huggingface_hub import constants
 
-    status = _probe_hub(repo_id)
+    status = probe_hub(repo_id)
     if status is not None and status < 400:
         return repo_id
     if status in (401, 403):

@@ -5,16 +5,12 @@ fastest ("lookup": the full rule plus prompt lookup's draft) with the n-gram and
 small drafters, budget 63, and schedule and pruning "auto" (chosen per pair and device when the
 decoder is built: adaptive where trained, else all-small; value pruning where nodes cost). `RELEASE` is the authors' release as its
 evaluator runs it (growth "release", the n-gram drafter alone); `FULL` the full growth with the n-gram
-drafter alone. `preset(name, **overrides)` builds
-the `DecodeConfig` of either. Pure data: importing this module loads neither numpy nor torch.
+drafter alone. `config.preset(name, **overrides)` builds
+the `DecodeConfig` of either. Pure data: this module imports no other (the config imports it), and
+importing it loads neither numpy nor torch.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from treegraft_lab.config import DecodeConfig
 
 DEFAULT_PAIR = "smollm2-pocket"  # the offline pair: every command, notebook and helper defaults to it
 POCKET_DRAFTER = f"{DEFAULT_PAIR}-drafter"  # its mid drafter (`treegraft-lab zoo distill` makes it)
@@ -51,14 +47,6 @@ PRESETS = {"speed": SPEED, "full": FULL, "release": RELEASE}
 # What a settings dict of trajectory collection means where it leaves a field out: the full growth and
 # the n-gram drafter (collection's own defaults, and what the committed trajectories recorded against).
 COLLECT_BASE = {**GROWTHS["full"], "small": "ngram", "schedule": "small"}  # the schedule: collection replays every one
-
-
-def preset(name: str = "speed", **overrides) -> DecodeConfig:
-    """The `DecodeConfig` of preset `name` ("speed": the defaults; "full"; "release": the authors' release),
-    with `overrides` on top (any DecodeConfig field)."""
-    from treegraft_lab.config import DecodeConfig
-    from treegraft_lab.errors import TreeGraftError
-
-    if name not in PRESETS:
-        raise TreeGraftError(f"unknown preset {name!r}; the presets are {', '.join(PRESETS)}")
-    return DecodeConfig(**{**PRESETS[name], **overrides})
+# The schedules the regime map prices from its stored replays: `treegraft-lab regime --schedules`' default,
+# and the map docs/results.md shows (`report.regime_rows`).
+REGIME_SCHEDULES = "all-small,all-mid,10101,best-fixed,oracle"

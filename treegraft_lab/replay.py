@@ -25,21 +25,10 @@ import random
 import torch
 
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.rounds import StepResult
 from treegraft_lab.tree import SMALL, DraftTree
 from treegraft_lab.verify import accept_greedy
 
 DEEPEST = 40  # answer tokens read past a start for known acceptance: deeper than any tree (D plus lookup's chain)
-
-
-def expand_step(dec, tree: DraftTree, k: int, call: bool, last_new: list[int],
-                expanded: list[int] = ()) -> tuple[StepResult, int]:
-    """Draft step k through `TreeGraftDecoder.draft_step`. Returns (its StepResult, size).
-
-    size: `StepResult.size`, what `DeviceProfile.step_ms` prices the step by.
-    """
-    step = dec.draft_step(tree, k, call, last_new, expanded)
-    return step, step.size
 
 
 def path_trie(root: int, trees: list[tuple[DraftTree, list[int]]]) -> tuple[DraftTree, list[dict[int, int]]]:
@@ -127,7 +116,8 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
         start = dec.round_start()
         for a in (0, 1):
             child = tree.copy() if a == 0 else tree  # the parent no longer needs its tree after the last child
-            (step, size), t = dec.timed(expand_step, dec, child, k, bool(a), last_new, expanded)
+            step, t = dec.timed(dec.draft_step, child, k, bool(a), last_new, expanded)
+            size = step.size  # what `DeviceProfile.step_ms` prices the step by
             kind = "mid" if a else "small"
             calls.append({"kind": kind, "n": size, "ms": 1000 * t})
             unit = "tokens" if a else "nodes"

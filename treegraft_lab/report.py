@@ -365,13 +365,13 @@ def regime_rows():
     """The regime map's rows (replay-priced schedules and stored decodes) at the decoded ratios
     and the map's default ratios, on a100-paper."""
     from treegraft_lab import costs, regime
-    from treegraft_lab.commands.regime import SCHEDULES
+    from treegraft_lab.presets import REGIME_SCHEDULES
 
     df, meta = regime.load(REGIME)
     reps = regime.split(df, 5)
     base = costs.load("a100-paper")
     ratios = sorted({*regime.log_ratios(0.02, 1.0, 11), 0.6})  # the command's default --ratios 0.02:1:11,0.6
-    rows = regime.priced(reps, base, ratios, SCHEDULES.split(","))
+    rows = regime.priced(reps, base, ratios, REGIME_SCHEDULES.split(","))
     return regime, reps, base, meta, regime.by_ratio(pd.concat([rows, regime.load_decodes(REGIME, base.name, reps, ratios)]))
 
 

@@ -17,6 +17,7 @@ import ipywidgets as W
 import pandas as pd
 import plotly.graph_objects as go
 
+from treegraft_lab.costs import profile_name  # also imported from here by the notebooks and tests
 from treegraft_lab.viz.caption import PRUNE_WORDS, run_caption, settings_words
 from treegraft_lab.viz.tree import MAX_WIDTH, legend_html, retitle, tree_figure
 from treegraft_lab.workbench import styled
@@ -323,21 +324,6 @@ SETTING_WORDS = {"round": "round", "schedule": "schedule", "eg": "EG", "nd": "ND
                  "prune": "pruning", "clock": "profile", "repeats": "repeats"}
 STALE_CSS = ("<style>.tg-stale { opacity: 0.35; filter: grayscale(0.6); transition: opacity 0.2s }"
              " .tg-stale-note { color: #8a4b00; background: #fff3cd; padding: 2px 8px; border-radius: 4px }</style>")
-
-
-def profile_name(profile) -> str:
-    """A profile in words (device, dtype, date), never its cache hash: "Intel Xeon, float32, 2 threads
-    · measured 2026-12-01", "NVIDIA A100 (the paper's setting, fp16) · derived from published costs"."""
-    key = getattr(profile, "key", {}) or {}
-    if key.get("hardware"):
-        threads = key.get("threads", "?")
-        device = f"{key['hardware']}, {key.get('dtype', '')}, {threads} thread{'' if threads == 1 else 's'}"
-    else:
-        device = profile.device.split(")")[0] + ")" if ")" in profile.device else (profile.device or profile.name)
-    src = profile.source or ""
-    when = (f"measured {profile.measured}" if getattr(profile, "measured", "") else " ".join(src.split()[:2])
-            if src.startswith("measured") else "derived from published costs")
-    return f"{device} · {when}"
 
 
 def prune_budget(prune: str | None, budget: Any) -> str:

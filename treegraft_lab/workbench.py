@@ -272,7 +272,7 @@ def suite_run(schedule: str = "10101", limit: int | None = None, max_new_tokens:
               preset: str = "speed", **config: Any) -> Any:
     """The suite prompts decoded with `schedule` under `preset` ("speed", the defaults, or "release";
     `presets.PRESETS`) and any DecodeConfig overrides, recorded once."""
-    from treegraft_lab.presets import preset as make
+    from treegraft_lab.config import preset as make
 
     S = sizes()
     cfg = make(preset, schedule=schedule, **{"budget": S.budget, "clock": current().clock, **config})
@@ -348,22 +348,6 @@ def accepted_spans(run: Any, run_id: int = 0) -> list[tuple[int, int, int]]:
     return spans
 
 
-def categories_of(run: Any) -> pd.Series:
-    """A run-id -> category map (empty category when the run has none)."""
-    if "category" in run.runs:
-        return run.runs.set_index("run")["category"]
-    return pd.Series("", index=run.runs["run"])
-
-
-def graft_stats(run: Any) -> pd.DataFrame:
-    """Per mid step: share of the frontier reselected at an earlier depth, pool vs conventional pool.
-    (The pooled statistics the paper reports: `viz.stats.graft_summary`.)"""
-    st = run.steps[run.steps["call_mid"]].copy()
-    st["category"] = st["run"].map(categories_of(run))
-    st["pool_ratio"] = st["pool_size"] / st["conventional_pool"].clip(lower=1)
-    return st[["run", "category", "round", "step", "reselected_earlier", "pool_size", "conventional_pool", "pool_ratio"]]
-
-
 # ---------------------------------------------------------------------------- tiny runs
 
 
@@ -377,7 +361,7 @@ def tiny_run(rounds: int = 3, schedule: str = "10101", budget: int = 63, seed: i
     import random
 
     from treegraft_lab import TreeGraftDecoder, record
-    from treegraft_lab.presets import preset
+    from treegraft_lab.config import preset
     from treegraft_lab.tiny import tiny_pair
 
     rng = random.Random(seed)

@@ -21,9 +21,7 @@ from pathlib import Path
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import DATA_DIR, SCHEDULER_DIR
-from treegraft_lab.presets import DEFAULT_PAIR
-
-SCHEDULES = "all-small,all-mid,10101,best-fixed,oracle"
+from treegraft_lab.presets import DEFAULT_PAIR, REGIME_SCHEDULES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default="a100-paper", help="base profile whose mid curve is scaled (default: %(default)s)")
     parser.add_argument("--ratios", default="0.02:1:11,0.6", metavar="LO:HI:N,R",
                         help="T_mid/T_tgt: N log-spaced from LO to HI and single ratios (default: %(default)s)")
-    parser.add_argument("--schedules", default=SCHEDULES,
+    parser.add_argument("--schedules", default=REGIME_SCHEDULES,
                         help="replay-priced schedules: all-small, all-mid, oracle, best-fixed, or masks (default: %(default)s)")
     parser.add_argument("--scheduler", action="append", default=None, metavar="NAME=FOLDER",
                         help="artifact folder, or a switching rule with its value (rule:match=2), for --decode "

@@ -57,9 +57,7 @@ def artifact_folder(pair, config, profile=None) -> Path | None:
         return None
     if profile is None:
         return artifact_dir(name)
-    from treegraft_lab.schedule.choice import concrete_prune
-
-    prune = concrete_prune(config, profile)
+    prune = costs.concrete_prune(config, profile)
     return artifact_dir(name) / f"{profile_class(profile)}-{prune}{growth_suffix(config.growth, config.small)}"
 
 
@@ -154,9 +152,7 @@ class AdaptivePolicy:
         in one line, when it was trained for another pair, profile class, pruning or depth."""
         from dataclasses import replace
 
-        from treegraft_lab.schedule.choice import concrete_prune
-
-        config = replace(config, prune=concrete_prune(config, profile))
+        config = replace(config, prune=costs.concrete_prune(config, profile))
         name = getattr(pair, "name", None) if pair is not None else None
         folder = artifact_folder(pair, config, profile)
         if folder is None:

@@ -86,24 +86,6 @@ def _chosen(dtype: str, prune: str, folder: Path, dtypes: list[str], prunes: lis
             + (f" ({'; '.join(why)})" if why else ""))
 
 
-STEEP = 1.3  # value pruning where a 64-token target forward costs at least this many 1-token ones
-
-
-def prune_for(profile) -> tuple[str, str]:
-    """The pruning rule a device profile recommends, and why: "value" where every verified node
-    costs (a 64-token target forward >= STEEP x a 1-token one: CPUs), else "topk" (flat GPU curves)."""
-    ratio = profile.target_ms(64) / profile.target_ms(1)
-    rule = "value" if ratio >= STEEP else "topk"
-    return rule, f"a 64-token target forward costs {ratio:.1f}x a 1-token one on {profile.name}"
-
-
-def concrete_prune(config, profile) -> str:
-    """`config.prune`, with "auto" replaced by the profile's recommendation (`prune_for`; "topk" with no profile)."""
-    if config.prune != "auto":
-        return config.prune
-    return prune_for(profile)[0] if profile is not None else "topk"
-
-
 def resolve_auto(config, pair, profile):
     """`config` with schedule="auto" and prune="auto" made concrete for `pair` and `profile`, and one
     line saying what was chosen and why ("" when nothing was "auto"). Pruning: the profile's
@@ -112,6 +94,7 @@ def resolve_auto(config, pair, profile):
     "auto"), else "small" (all-small: no mid call), with the reason."""
     from dataclasses import replace
 
+    from treegraft_lab.costs import prune_for
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.schedule.adaptive import AdaptivePolicy, artifact_folder, profile_class
 

@@ -78,8 +78,8 @@ class RulePolicy:
 
 def rules_key(config: DecodeConfig, profile=None) -> str:
     """"<profile class>-<prune>-<growth>-<small>": what a fitted value was fitted for."""
+    from treegraft_lab.costs import concrete_prune
     from treegraft_lab.schedule.adaptive import profile_class
-    from treegraft_lab.schedule.choice import concrete_prune
 
     cls = profile_class(profile) if profile is not None else str(config.clock)
     return f"{cls}-{concrete_prune(config, profile)}-{config.growth}-{config.small}"

@@ -51,9 +51,8 @@ def named(pair: str, profile: str, prompt: str | None = None, settings: str | No
 def profile_words(name: str) -> str:
     """A recorded profile name (`rounds.modelled_on`) in words (device, dtype, date): a named
     profile from data/profiles, a measured one from the profile cache; else the name itself."""
-    from treegraft_lab.costs import DeviceProfile, load
+    from treegraft_lab.costs import DeviceProfile, load, profile_name
     from treegraft_lab.profile_cache import cache_dir
-    from treegraft_lab.widgets import profile_name
 
     try:
         return profile_name(load(name))

@@ -130,31 +130,6 @@ def graft_summary(run, by_category: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("group")
 
 
-PAPER_GRAFT = {"reselected share": paper.RESELECTED_SHARE, "pool ratio": paper.POOL_RATIO, "mean pool": paper.MEAN_POOL}
-
-
-def graft_by_category(summary: pd.DataFrame) -> PlotFigure:
-    """Reselected share and pool ratio per category (rows of `graft_summary(..., by_category=True)`),
-    with the paper's value as a dashed line and n (mid steps) beside each bar."""
-    df = summary.reset_index()
-    df["label"] = [f"{g} (n={n:,} mid steps)" for g, n in zip(df["group"], df["mid steps"])]
-    fig, (a1, a2) = figure(2, width=4.8, height=0.9 + 0.32 * len(df), sharey=True)
-    for ax, col, fmt in ((a1, "reselected share", "{:.1%}"), (a2, "pool ratio", "{:.2f}x")):
-        sns.barplot(df, y="label", x=col, ax=ax, color=MID)
-        for patch, v in zip(ax.patches, df[col]):
-            if math.isfinite(v):
-                ax.annotate(fmt.format(v), (v, patch.get_y() + patch.get_height() / 2), va="center", fontsize=8,
-                            xytext=(3, 0), textcoords="offset points")
-        ax.axvline(PAPER_GRAFT[col], ls="--", color=PAPER)
-        ax.set(ylabel="")
-    a1.xaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
-    a1.set(xlim=(0, 1.15), xlabel="frontier reselected at an earlier depth", title=f"reselection share (dashed: paper, {paper.RESELECTED_SHARE:.2%})")
-    a2.set(xlim=(0, 1.2 * max(df["pool ratio"].max(), PAPER_GRAFT["pool ratio"])),
-           xlabel="pool |C_k| / conventional pool |N_k|", title=f"candidate pool ratio (dashed: paper, {paper.POOL_RATIO:g}x)")
-    a1.set_ylabel("")  # the bar labels carry n (mid steps, k >= 2); a long label is clipped on short figures
-    return fig
-
-
 def _say(axes, text: str) -> None:
     """A placeholder line in each of `axes` (nothing to draw)."""
     for ax in axes:
