@@ -25,7 +25,7 @@ def test_the_readme_has_python_blocks_and_they_name_only_public_names():
 
 @pytest.mark.slow
 def test_every_python_block_of_the_readme_runs_as_printed_and_the_default_decoder_is_the_speed_choice_and_lossless(
-        smollm2_dir, tmp_path, monkeypatch, capsys):
+        smollm2_dir, tmp_path, monkeypatch):
     """The default decoder on a CPU: the pair in float32 (its schedulers' dtype), value pruning (a CPU's steep
     curve), the adaptive scheduler trained for them, output identical to plain greedy decoding. The profile is a
     real CPU profile of this pair (tests/golden), handed over as if measured here: the README's code measures
@@ -41,6 +41,10 @@ def test_every_python_block_of_the_readme_runs_as_printed_and_the_default_decode
                                context_long=measure.CONTEXT_LONG)
     here.save(measure.cached_path(pair))
     monkeypatch.setattr(measure, "measure_checked", lambda *a, **k: pytest.fail("the README's code measured the device"))
+    from treegraft_lab import decoder as decoder_module
+
+    said = []
+    monkeypatch.setattr(decoder_module, "note", said.append)  # what the user reads, even if said earlier here
     ns: dict = {}
     for block in python_blocks(README.read_text()):
         exec(compile(block, str(README), "exec"), ns)  # noqa: S102 - the README's own code, as printed
@@ -50,5 +54,4 @@ def test_every_python_block_of_the_readme_runs_as_printed_and_the_default_decode
     assert gen.token_ids == autoregressive(dec.pair, "Write a haiku about the sea.", 48).token_ids
     hf = dec.pair.target.generate(**ns["inputs"], do_sample=False, max_new_tokens=48)
     assert ns["out"].tolist() == hf.tolist()  # the custom_generate block: HF greedy, token for token
-    err = capsys.readouterr().err
-    assert "schedule=adaptive" in err and "prune=value" in err  # said in one line
+    assert "schedule=adaptive" in said[0] and "prune=value" in said[0]  # said in one line
