@@ -245,11 +245,12 @@ SAMPLE_PROMPT = "Explain what a hash map is, with a short example."
 
 
 def sample_run() -> Any:
-    """The shared sample run of the notebooks: one prompt, schedule 10101 (mid at steps 1, 3, 5)."""
+    """The shared sample run of the notebooks: one prompt, schedule 10101 (mid at steps 1, 3, 5), top-k
+    pruning: fixed by name, so that every round shows grafting and its whole budget."""
     from treegraft_lab import DecodeConfig
 
     S = sizes()
-    cfg = DecodeConfig(schedule="10101", budget=S.budget, clock=current().clock)
+    cfg = DecodeConfig(schedule="10101", prune="topk", budget=S.budget, clock=current().clock)
     return cached_run("sample", lambda: record_runs(demo_pair(), [SAMPLE_PROMPT], cfg, S.max_new_tokens), cfg)
 
 
@@ -271,11 +272,11 @@ def suite_prompts(limit: int | None = None) -> list[dict]:
 def suite_run(schedule: str = "10101", limit: int | None = None, max_new_tokens: int | None = None,
               preset: str = "speed", **config: Any) -> Any:
     """The suite prompts decoded with `schedule` under `preset` ("speed", the defaults, or "release";
-    `presets.PRESETS`) and any DecodeConfig overrides, recorded once."""
+    `presets.PRESETS`), top-k pruning unless given, and any DecodeConfig overrides, recorded once."""
     from treegraft_lab.config import preset as make
 
     S = sizes()
-    cfg = make(preset, schedule=schedule, **{"budget": S.budget, "clock": current().clock, **config})
+    cfg = make(preset, schedule=schedule, **{"budget": S.budget, "clock": current().clock, "prune": "topk", **config})
     extra = "".join(f"-{k}={v}" for k, v in sorted(config.items()))
     n = max_new_tokens or S.max_new_tokens
     name = f"suite-{schedule}" + ("" if preset == "speed" else f"-{preset}") + extra + (f"-n{limit}" if limit else "") \
