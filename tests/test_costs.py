@@ -178,7 +178,6 @@ def test_decisions_do_not_follow_the_load_of_the_machine(cache, monkeypatch):
     monkeypatch.setattr(measure, "time", loaded_time)  # its forwards' laps (`measure.Laps`)
     loaded, loaded_rounds = _decisions(TreeGraftDecoder(pair, cfg, profile=prof))
     assert clock.reads >= 2 * len(loaded_rounds)  # the decoder did read the loaded clock, every round
-    assert loaded.stats["wall_s"] >= 0.01 * clock.reads / 2  # ... and reports what it read
     assert loaded_rounds == calm_rounds and loaded.token_ids == calm.token_ids
     assert {s for _, s, _ in calm_rounds} - {"00000"}, "the toy scheduler never called the mid drafter"
     assert loaded.stats["modelled_ms"] == pytest.approx(calm.stats["modelled_ms"])
@@ -282,13 +281,13 @@ def test_a_size_timed_fast_by_chance_does_not_make_a_run_of_tree_tokens_free():
 
 
 def test_a_cpu_whose_one_token_forward_is_a_kernel_of_its_own_keeps_the_jump_to_two_tokens():
-    """Medians as measured on a 2-core Xeon with AMX (float32): the root alone 58 ms, a few tree tokens about 70 ms,
-    then about 1 ms a token. A convex fit spreads the jump over the first tree tokens (a 4-node tree priced 5 ms
-    over the root instead of 14), and value pruning then keeps nodes that do not pay for themselves."""
-    medians = {1: 58.0, 2: 68.0, 3: 71.0, 4: 72.5, 6: 73.5, 8: 75.5, 12: 79.0, 16: 94.0, 24: 110.0, 32: 125.0}
-    fit = measure.fitted(medians)
-    assert fit[1] == pytest.approx(58.0, abs=0.5) and fit[4] - fit[1] >= 12.0  # the jump, where it was measured
-    assert fit[8] - fit[4] <= 6.0  # and not spread over the tokens after it
+    """What decoding rounds measured on a 2-core Xeon with AMX (float32; tokens verified, root included: the root
+    alone 58 ms, 4-6 tree tokens 73 ms, 10 tree tokens 78 ms, 16 tree tokens 94 ms). A convex fit from one token
+    on spreads the jump over the first tree tokens, and value pruning then keeps nodes that do not pay."""
+    measured = {1: 58.0, 5: 73.0, 7: 73.0, 11: 78.0, 17: 94.0}
+    fit = measure.fitted(measured)
+    assert fit[1] == pytest.approx(58.0) and fit[5] - fit[1] == pytest.approx(15.0, abs=0.5)  # the jump, kept
+    assert fit[11] - fit[5] <= 6.0  # and not spread over the tokens after it
     assert all(fit[b] >= fit[a] for a, b in zip(sorted(fit), sorted(fit)[1:]))
 
 

@@ -521,19 +521,23 @@ class TreeGraftDecoder:
         return self.run_round(MaskPolicy(best[1]))
 
     # ---- generation -------------------------------------------------------------------------------
+    def check_room(self, prompt_len: int, max_new_tokens: int) -> None:
+        """Refuse, in one line, a prompt and `max_new_tokens` that do not fit the target's context window."""
+        window = getattr(self.pair.target.config, "max_position_embeddings", None)
+        need = prompt_len + max_new_tokens + self.config.depth + 1
+        if window and need > window:
+            raise TreeGraftError(
+                f"the prompt has {prompt_len} tokens; with max_new_tokens={max_new_tokens} and depth="
+                f"{self.config.depth} decoding needs {need} positions but the target's context window is "
+                f"{window}: shorten the prompt or lower max_new_tokens"
+            )
+
     def generate(self, prompt, max_new_tokens: int = 256) -> Generation:
         """Decode `prompt` (a string, chat messages, or token ids) losslessly with TreeGraft."""
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise TreeGraftError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
         ids = encode_prompt(self.tokenizer, prompt)
-        window = getattr(self.pair.target.config, "max_position_embeddings", None)
-        need = len(ids) + max_new_tokens + self.config.depth + 1
-        if window and need > window:
-            raise TreeGraftError(
-                f"the prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} and depth="
-                f"{self.config.depth} decoding needs {need} positions but the target's context window is "
-                f"{window}: shorten the prompt or lower max_new_tokens"
-            )
+        self.check_room(len(ids), max_new_tokens)
         stop = eos_ids(self.tokenizer, self.pair.target)
         t0 = time.perf_counter()
         self.start(ids, prefill_token=not self.config.fuse_prompt)

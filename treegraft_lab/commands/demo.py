@@ -72,9 +72,10 @@ METHODS = {"ar": "plain decoding", "small": "TreeGraft all-small", "adaptive": "
 
 
 def recommended(prof) -> dict:
-    """Settings a device profile recommends: value pruning where every verified node costs."""
-    steep = prof.target_ms(64) / prof.target_ms(1) >= 1.3
-    return {"prune": "value" if steep else "topk", "budget": 63}
+    """Settings a device profile recommends: its pruning rule (`costs.prune_for`, as `DecodeConfig(prune="auto")`)."""
+    from treegraft_lab.costs import prune_for
+
+    return {"prune": prune_for(prof)[0], "budget": 63}
 
 
 def _note(r) -> str:

@@ -299,16 +299,15 @@ def treegraft_generate(model, inputs=None, generation_config=None, logits_proces
     config = _config(treegraft_config, assistant_model is not None, _sampling(generation_config), treegraft_seed)
     prompt = ids[0].tolist()
     max_new = _max_new(generation_config, len(prompt))
-    window = getattr(model.config, "max_position_embeddings", None)
-    need = len(prompt) + max_new + config.depth + 1
-    if window and need > window:
-        raise _fail(f"the prompt has {len(prompt)} tokens; with max_new_tokens={max_new} and depth={config.depth} "
-                    f"decoding needs {need} positions but the target's context window is {window}")
     stop = _stop_ids(generation_config)
     criteria = _criteria(stopping_criteria, generation_config, tokenizer)
     pair = _pair(model, assistant_model, tokenizer, treegraft_pair_name)
     profile = _profile(treegraft_profile, config, pair)
     dec = TreeGraftDecoder(pair, config, profile=profile)
+    try:
+        dec.check_room(len(prompt), max_new)
+    except TreeGraftError as e:
+        raise _fail(str(e)) from None
     logger.info("TreeGraft: pair %s, schedule %s, prune %s, profile %s", pair.name, dec.config.schedule_name,
                 dec.config.prune, profile.name)
 
