@@ -130,7 +130,7 @@ def test_auto_budget_reads_the_profile(pair):
     assert 1 <= cheap_draft < dear_draft <= 63  # a fixed drafting cost makes a bigger tree relatively cheaper
     small = budget.auto_budget(pair, DecodeConfig(schedule="small"), DeviceProfile("c", STEEP))
     assert 1 <= small <= 63
-    assert budget.auto_budget(pair, DecodeConfig(extra={"max_budget": 5}), DeviceProfile("d", {1: 1.0})) == 5
+    assert budget.auto_budget(pair, DecodeConfig(), DeviceProfile("d", {1: 1.0}), max_budget=5) == 5
 
 
 def by_hand_budget(target: dict[int, float], draft_ms: float, acceptance: tuple[float, float, float]) -> int:
@@ -145,7 +145,7 @@ def by_hand_budget(target: dict[int, float], draft_ms: float, acceptance: tuple[
     return max(range(1, 64), key=tokens_per_ms)
 
 
-def test_a_decoder_with_auto_budget_takes_the_budget_its_device_profile_implies(pair):
+def test_a_decoder_with_auto_budget_takes_the_budget_its_device_profile_implies(pair, monkeypatch):
     """budget="auto": the decoder's budget is the model's best for the drafting cost its schedule
     implies on the profile (10101: 3 mid calls of W x k = 100 nodes and 2 n-gram steps; small: 5
     n-gram steps), so a dearer mid drafter buys a bigger tree."""
@@ -153,10 +153,11 @@ def test_a_decoder_with_auto_budget_takes_the_budget_its_device_profile_implies(
 
     curve = {n: 10.0 + 0.05 * n * n for n in range(1, 65)}  # every size given: nothing interpolated
     acc = (2.0, 4.0, 1.0)
+    monkeypatch.setattr(budget, "ACCEPTANCE", {"small": acc, "default": acc})
     got = {}
     for schedule, mid_ms in (("10101", 0.1), ("10101", 400.0), ("small", 400.0)):
         prof = DeviceProfile("toy", curve, {1: mid_ms, 500: mid_ms}, small_ms=0.5)
-        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, budget="auto", extra={"acceptance": acc}), profile=prof)
+        dec = TreeGraftDecoder(pair, DecodeConfig(schedule=schedule, budget="auto"), profile=prof)
         calls = schedule.count("1")
         got[schedule, mid_ms] = dec.budget
         assert dec.budget == by_hand_budget(curve, calls * mid_ms + (5 - calls) * 0.5, acc), (schedule, mid_ms)

@@ -13,6 +13,7 @@ from treegraft_lab.config import DecodeConfig, preset
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramDrafter
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.growth import Growth
 from treegraft_lab.hooks import record
 from treegraft_lab.retrieval import SmallDrafters
 from treegraft_lab.tiny import tiny_pair
@@ -138,11 +139,11 @@ def test_ngram_chains_shrink_by_one_token_per_step():
         assert max(tree.depth) == want and len(chain) == want - 1
         assert tree.path_tokens(len(tree) - 1) == list(range(10, 11 + want))
         assert all(tree.step[v] == k and tree.ngram_n[v] >= 1 for v in range(1, len(tree)))
-    dec.config = preset("full", schedule="small", ngram_chain=False)
+    dec.growth = Growth.of(preset("full", schedule="small", ngram_chain=False))
     tree = DraftTree.start(10)
     dec.draft_step(tree, 1, False, [0], [])
     assert max(tree.depth) == 1
-    dec.config = preset("full", schedule="small", chain_len=9)  # a fixed length, as prompt lookup drafts
+    dec.growth = Growth.of(preset("full", schedule="small", chain_len=9))  # a fixed length, as prompt lookup drafts
     for k in (1, 5):
         tree = DraftTree.start(10)
         dec.draft_step(tree, k, False, [0], [])

@@ -83,8 +83,10 @@ def test_the_first_small_step_grafts_the_lookup_chain_deeper_than_d():
 def test_the_lookup_draft_is_matched_once_per_committed_text(monkeypatch):
     dec = started(schedule="small", lookup=10)
     calls = []
-    real = dec.small.lookup
-    monkeypatch.setattr(dec.small, "lookup", lambda *a, **k: calls.append(len(dec.small.index.tokens)) or real(*a, **k))
+    from treegraft_lab import decoder as decoder_module
+
+    real = decoder_module.lookup_draft
+    monkeypatch.setattr(decoder_module, "lookup_draft", lambda idx, *a, **k: calls.append(len(idx.tokens)) or real(idx, *a, **k))
     dec.run_round()
     dec.run_round()
     assert len(calls) == 2 and calls[0] < calls[1]  # one match a round (five small steps), anew after a commit

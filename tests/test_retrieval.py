@@ -145,7 +145,7 @@ def test_the_recycling_and_suffix_peers_match_plain_greedy_decoding():
         ref = pair.target.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, min_new_tokens=24)[0, len(ids):].tolist()
         assert rec.generate(ids, max_new_tokens=24).token_ids == ref
         assert suf.generate(ids, max_new_tokens=24).token_ids == ref
-    assert rec.recycled.matrix is not None and (rec.recycled.matrix >= 0).any()  # kept across prompts
+    assert rec.small.recycling.matrix is not None and (rec.small.recycling.matrix >= 0).any()  # kept across prompts
 
 
 def test_the_recorder_names_the_drafter_of_every_node():
@@ -257,8 +257,10 @@ def test_value_pruning_keeps_its_counts_of_recycled_candidates_across_runs_and_r
     assert first.carried and all(k[0] == "n0" for k in first.carried)  # recycled candidates were tried
     assert all(k[0] != "n0" for k in first.bins)
     trials = sum(t for _, t in first.carried.values())
+    carried, bins = first.carried, first.bins
+    assert bins  # this run's n-gram bins
     dec.start(PROMPTS[1])
-    assert dec.pruner is not first and dec.pruner.carried is first.carried  # one count across runs, like the matrix
-    assert dec.pruner.bins == {} and first.bins  # the n-gram bins start afresh each run
+    assert dec.pruner is first and dec.pruner.carried is carried  # one pruner, one count across runs, like the matrix
+    assert dec.pruner.bins == {} and dec.pruner.tokens == 0  # the n-gram bins and the rate start afresh each run
     dec.generate(PROMPTS[1], max_new_tokens=24)
     assert sum(t for _, t in dec.pruner.carried.values()) > trials

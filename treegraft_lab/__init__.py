@@ -21,6 +21,20 @@ _PUBLIC = {
     "autoregressive": "treegraft_lab.baselines",
     "TreeGraftError": "treegraft_lab.errors",
     "preset": "treegraft_lab.config",
+    # the parts of a round, for a researcher's own (docs/design.md, "Extending")
+    "SmallDrafter": "treegraft_lab.parts",
+    "MidDrafter": "treegraft_lab.parts",
+    "Pruner": "treegraft_lab.parts",
+    "Policy": "treegraft_lab.parts",
+    "StepContext": "treegraft_lab.parts",
+    "TopKPruner": "treegraft_lab.parts",
+    "Growth": "treegraft_lab.growth",
+    "GROWTH_RULES": "treegraft_lab.growth",
+    "DraftTree": "treegraft_lab.tree",
+    "Drafter": "treegraft_lab.decoder",
+    "Draft": "treegraft_lab.rounds",
+    "StepResult": "treegraft_lab.rounds",
+    "ModelDrafter": "treegraft_lab.drafters",
 }
 _MODULES = {"measure": "treegraft_lab.measure"}  # public modules: `treegraft_lab.measure.resolve(clock, pair)`
 

@@ -11,6 +11,14 @@ target's top-8 at every verified node; suffix decoding grows its tree best-first
 automaton of the prompt and generated text, as many nodes as the match is long (at most the
 budget). Neither calls the mid drafter.
 
+`PromptLookupDecoder` is HF prompt lookup decoding's draft in the same loop: the up to
+`PLD_TOKENS` tokens that followed the earliest earlier occurrence of the last 2 (else 1) committed
+tokens, one chain under the root (`LookupDrafter`), so its trees can be recorded and drawn beside
+the others (the bench times HF's own, `hf-pld`).
+
+Every drafter here reports its steps (`TreeGraftDecoder.emit_step`): `treegraft_lab.record` and
+the viewer show each method's trees step by step, as TreeGraft's.
+
 `cascade` is the "w/o ND" family's sequence baseline (cascade speculative drafting): the small
 drafter drafts a chain of D tokens, the mid drafter checks it in one forward and OVERWRITES it
 from its first disagreement with its own greedy tokens, and the target verifies the chain
@@ -23,14 +31,15 @@ import time
 
 import torch
 
-from treegraft_lab import kv, measure
+from treegraft_lab import graft, kv, measure
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import Generation, TreeGraftDecoder
+from treegraft_lab.drafters import lookup_draft
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.prompting import encode_prompt, eos_ids
-from treegraft_lab.retrieval import TEMPLATE
-from treegraft_lab.rounds import Draft
+from treegraft_lab.retrieval import TEMPLATE, label
+from treegraft_lab.rounds import Draft, StepResult
 from treegraft_lab.tree import MID, SMALL, DraftTree
 from treegraft_lab.verify import warp
 
@@ -75,15 +84,18 @@ class CascadeDrafter:
 
     def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
         depth, prof = dec.config.depth, dec.profile
-        tree, v, ms = DraftTree.start(dec.root), 0, 0.0
+        tree, v, ms, k = DraftTree.start(dec.root), 0, 0.0, 0
         for k in range(1, depth + 1):  # the small drafter's chain: its best continuation each step
             ms += prof.small_ms
             prop = dec.small.propose(tree, [v], 1)
             if not prop:
                 break
-            v, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
+            u, _ = tree.add_child(v, prop[0][1], prop[0][2], SMALL, k, prop[0][3])
+            dec.emit_step(k, tree, StepResult([v], [v], [u], [], [], 1, prof.small_ms), last_new=[v])
+            v = u
         chain = tree.path(v)
-        ms += prof.mid_ms(dec.mid_backlog() + len(chain))
+        n0, size = len(tree), dec.mid_backlog() + len(chain)
+        ms += prof.mid_ms(size)
         (_, mid_s), calls = dec.timed(dec.mid.score, tree, chain), 1
         cut = 0  # the mid drafter keeps the chain up to its first disagreement ...
         for u in chain[1:]:
@@ -101,6 +113,9 @@ class CascadeDrafter:
                 mid_s += t
             tok, lq = dec.mid.top1(v)
             v, _ = tree.add_child(v, tok, lq, MID, tree.depth[v] + 1)
+        new = list(range(n0, len(tree)))  # the mid drafter's check and overwrite: one step after the chain's
+        dec.emit_step(k + 1, tree, StepResult(chain, [cut], new, [], chain, size, prof.mid_ms(size)), call_mid=True,
+                      last_new=chain[-1:])
         return Draft(tree, "csd", calls, ms, mid_s)
 
 
@@ -109,7 +124,8 @@ class TemplateDrafter:
 
     def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
         tree = DraftTree.start(dec.root)
-        dec.small.recycling.fill_template(tree)
+        new = dec.small.recycling.fill_template(tree)
+        dec.emit_step(1, tree, StepResult([0], [0], new, [], [], 1, dec.profile.small_ms))
         return Draft(tree, "recycling", ms=dec.profile.small_ms)  # one matrix lookup per template node: a retrieval step
 
 
@@ -118,8 +134,28 @@ class SuffixTreeDrafter:
 
     def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
         tree = DraftTree.start(dec.root)
-        dec.small.suffix.grow(tree, dec.budget)
+        new = dec.small.suffix.grow(tree, dec.budget)
+        dec.emit_step(1, tree, StepResult([0], [0], new, [], [], 1, dec.profile.small_ms))
         return Draft(tree, "suffix", ms=dec.profile.small_ms)
+
+
+PLD_TOKENS = 10  # HF prompt lookup's draft length (`prompt_lookup_num_tokens`) in the bench
+
+
+class LookupDrafter:
+    """Prompt lookup's drafting: one chain of up to `tokens` tokens under the root (HF's matching rule)."""
+
+    def __init__(self, tokens: int = PLD_TOKENS) -> None:
+        self.tokens = tokens
+
+    def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
+        tree = DraftTree.start(dec.root)
+        props = lookup_draft(dec.index, self.tokens)
+        landed = graft.graft(tree, props, SMALL, 1, True, None)
+        label(tree, props, "lookup")
+        chain = [v for v in range(1, len(tree)) if v not in landed]
+        dec.emit_step(1, tree, StepResult([0], [0], landed, chain, [], 1, dec.profile.small_ms))
+        return Draft(tree, "lookup", ms=dec.profile.small_ms)
 
 
 class CascadeDecoder(TreeGraftDecoder):
@@ -154,6 +190,17 @@ class SuffixDecoder(TreeGraftDecoder):
     def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None,
                  **overrides) -> None:
         over = {**overrides, "small": "suffix", "schedule": "small", "prune": "topk"}
+        super().__init__(pair, config or DecodeConfig(), profile, **over)
+
+
+class PromptLookupDecoder(TreeGraftDecoder):
+    """Prompt lookup decoding: the chain prompt lookup drafts, verified whole (at most `PLD_TOKENS`)."""
+
+    drafter = LookupDrafter()
+
+    def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None,
+                 **overrides) -> None:
+        over = {**overrides, "small": "ngram", "schedule": "small", "budget": PLD_TOKENS, "prune": "topk"}
         super().__init__(pair, config or DecodeConfig(), profile, **over)
 
 

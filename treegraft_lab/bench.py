@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from treegraft_lab.baselines import PLD_TOKENS
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.resume import Journal
@@ -81,7 +82,6 @@ MAIN_COLUMNS = {"hf-stock": "HF stock", "small": "All Small", "mid": "All Mid", 
                 "hf-pld": "HF PLD", "hf-assisted": "HF assisted", "recycling": "Token Recycling", "suffix": "Suffix decoding"}
 ABLATION_ROWS = {"csd": "CSD", "no-eg": "w/o EG", "no-nd": "w/o ND", "10101": "TreeGraft fixed (10101)",
                  "adaptive": "TreeGraft adaptive", "rule:match": "TreeGraft rule:match", "rule:score": "TreeGraft rule:score"}
-PLD_TOKENS = 10
 
 Runner = Callable[[list[int], int], dict]
 
@@ -218,6 +218,30 @@ def decoder_runner(dec) -> Runner:
     return run
 
 
+def tree_decoder(pair, method: str, budget: int | str = 63, prune: str = "topk", clock: str = "wall",
+                 growth: dict | None = None, profile: DeviceProfile | None = None):
+    """The decoder through which `method` runs the round loop, so that it can be recorded
+    (`treegraft_lab.record`) and drawn: every method of `METHODS` but plain decoding and HF's own;
+    "hf-pld" is prompt lookup's draft in the round loop (`baselines.PromptLookupDecoder`: the bench
+    times HF's own). Arguments as `make_runner`'s."""
+    from treegraft_lab.baselines import PEERS, CascadeDecoder, PromptLookupDecoder
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    if method == "csd":
+        return CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock, **(growth or {})),
+                              profile)
+    if method in PEERS:
+        return PEERS[method](pair, DecodeConfig(budget=budget, clock=clock, **(growth or {})), profile)
+    if method == "hf-pld":
+        return PromptLookupDecoder(pair, DecodeConfig(clock=clock, **(growth or {})), profile)
+    if method in TREE_METHODS:
+        return TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
+                                                   **TREE_METHODS[method]), profile)
+    raise TreeGraftError(f"method {method!r} has no tree to record; the tree methods are: "
+                         f"{', '.join(m for m in METHODS if m not in ('ar', 'hf-stock', 'hf-assisted'))}")
+
+
 def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", clock: str = "wall",
                 growth: dict | None = None, profile: DeviceProfile | None = None) -> tuple[Runner, dict]:
     """A callable `(ids, max_new_tokens) -> record` for `method`, and facts about it (budget);
@@ -225,10 +249,8 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", 
     (`measure.resolve`; None: the decoders read it, `TreeGraftDecoder`). growth: DecodeConfig
     overrides of the tree methods' growth rule and small drafter (`presets.GROWTHS`, `small`; default:
     the speed preset's); the cascade (csd) drafts its chain with the same small drafter."""
-    from treegraft_lab.baselines import PEERS, CascadeDecoder
-    from treegraft_lab.config import DecodeConfig
-    from treegraft_lab.decoder import TreeGraftDecoder
-
+    if method not in METHODS:
+        raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if method == "ar":
         return _hf_runner(pair), {}
     if method == "hf-stock":
@@ -239,18 +261,8 @@ def make_runner(pair, method: str, budget: int | str = 63, prune: str = "topk", 
         if pair.mid is None:
             raise TreeGraftError("the pair has no mid drafter")
         return _hf_runner(pair, assistant=pair.mid), {}
-    if method == "csd":
-        dec = CascadeDecoder(pair, DecodeConfig(schedule="mid", budget=budget, prune=prune, clock=clock, **(growth or {})),
-                             profile)
-        return decoder_runner(dec), {"budget": dec.budget}
-    if method in PEERS:
-        dec = PEERS[method](pair, DecodeConfig(budget=budget, clock=clock, **(growth or {})), profile)
-        return decoder_runner(dec), {"budget": dec.budget}
-    if method in TREE_METHODS:
-        dec = TreeGraftDecoder(pair, DecodeConfig(budget=budget, prune=prune, clock=clock, **(growth or {}),
-                                                  **TREE_METHODS[method]), profile)
-        return decoder_runner(dec), {"budget": dec.budget}
-    raise TreeGraftError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    dec = tree_decoder(pair, method, budget, prune, clock, growth, profile)
+    return decoder_runner(dec), {"budget": dec.budget}
 
 
 class SameStart:

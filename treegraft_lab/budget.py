@@ -13,9 +13,9 @@ Model of one round for `budget="auto"` (documented, deliberately simple):
 - tokens per round E(B) = 1 + A(B), A(B) = a_max * x / (1 + x), x = (B / half) ** power:
   accepted draft tokens grow with the budget, fast at first, and saturate at a_max (half: the
   budget giving a_max / 2; the 1 is the bonus token). The defaults (`ACCEPTANCE`) were fitted on
-  the offline pair (docs/performance.md); override with `config.extra["acceptance"] = (a_max, half, power)`.
+  the offline pair (docs/performance.md); override with `auto_budget(..., acceptance=(a_max, half, power))`.
 
-The budget maximising E(B) / cost(B) over 1..`config.extra.get("max_budget", 63)` is returned.
+The budget maximising E(B) / cost(B) over 1..`max_budget` (63) is returned.
 """
 
 from __future__ import annotations
@@ -84,18 +84,18 @@ def call_rate(policy) -> float | None:
     return float(rate) if rate is not None else None
 
 
-def auto_budget(pair, config, profile, policy=None) -> int:
+def auto_budget(pair, config, profile, policy=None, acceptance: tuple[float, float, float] | None = None,
+                max_budget: int = 63) -> int:
     """The budget for `config` on `pair` with the costs of `profile` (`policy`: the decoder's, for
-    its call rate)."""
-    extra = config.extra or {}
+    its call rate; `acceptance`: (a_max, half, power), default `ACCEPTANCE` for the schedule)."""
     calls = expected_mid_calls(config, policy)
     mid_ms = 0.0
     if calls and profile.mid:  # a call forwards about the nodes a step grows: W, or W x k per parent
         n = config.width * (config.children if config.expansion == "per_parent" else 1)
         mid_ms = profile.mid_ms(min(n, config.node_cap))
     fixed = calls * mid_ms + (config.depth - calls) * profile.small_ms
-    acc = extra.get("acceptance", ACCEPTANCE["small" if calls == 0 else "default"])
-    return choose_budget(profile, fixed, tuple(acc), int(extra.get("max_budget", 63)))
+    acc = acceptance or ACCEPTANCE["small" if calls == 0 else "default"]
+    return choose_budget(profile, fixed, tuple(acc), max_budget)
 
 
 class ValuePruner:
@@ -134,6 +134,10 @@ class ValuePruner:
         self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials], this run
         self.carried = carried if carried is not None else {}  # CARRIED bins -> [hits, trials], across runs
         self.tokens, self.ms = 0, 0.0
+
+    def start(self) -> None:
+        """A generation starts: this run's bins and rate start afresh (the carried counts stay)."""
+        self.bins, self.tokens, self.ms = {}, 0, 0.0
 
     def _counts(self, key: tuple[str, int]) -> dict:
         return self.carried if key[0] == self.CARRIED else self.bins

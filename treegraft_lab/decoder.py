@@ -27,7 +27,6 @@ verification, nothing committed), `lag_mid` and `timed`.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -39,13 +38,15 @@ from treegraft_lab import graft, measure
 from treegraft_lab.budget import ValuePruner, auto_budget
 from treegraft_lab.config import DecodeConfig, parse_mask, parse_small
 from treegraft_lab.costs import SKIPPED, DeviceProfile, scheduler_costs
-from treegraft_lab.drafters import ModelDrafter
+from treegraft_lab.drafters import ModelDrafter, NgramIndex, lookup_draft
 from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.growth import GROWTH_RULES, Growth
 from treegraft_lab.hooks import HookEvent, check_hooks, record
 from treegraft_lab.notes import note
+from treegraft_lab.parts import MidDrafter, Pruner, SmallDrafter, TopKPruner
 from treegraft_lab.prompting import encode_prompt, eos_ids
 from treegraft_lab.replay import leaf_ms, replay_all
-from treegraft_lab.retrieval import RecyclingDrafter, SmallDrafters, label, merged
+from treegraft_lab.retrieval import SmallDrafters, label, merged
 from treegraft_lab.rounds import Draft, RoundInfo, RoundStart, StepResult
 from treegraft_lab.schedule.choice import resolve_auto
 from treegraft_lab.schedule.context import StepContext
@@ -81,6 +82,8 @@ class Drafter(Protocol):
     read (`dec.ids`, `dec.small`, `dec.mid`, `dec.profile`, `dec.timed`, `dec.draft_step`) and
     returns it as a `Draft`, its drafting priced by `dec.profile`. The decoder then prunes it to the
     budget, verifies it and accepts losslessly: any tree decodes exactly what the target would.
+    After each step it calls `dec.emit_step(k, tree, step)` (a `StepResult`): the recorder and the
+    viewer then show its tree step by step, as TreeGraft's.
     """
 
     def draft(self, dec: TreeGraftDecoder, policy: Policy) -> Draft: ...
@@ -95,23 +98,59 @@ class GraftDrafter:
         last_new, expanded, history, ms = [0], [], [], 0.0
         for k in range(1, dec.config.depth + 1):
             ctx = dec.step_context(k, history, tree, last_new, expanded)
-            decision = dec._when(policy, ctx)                                   # WHEN (None: not asked)
+            decision = dec.when(policy, ctx)                                    # WHEN (None: not asked)
             call = bool(decision)
-            dec._emit("step.decide", k, tree, call_mid=decision, ctx=ctx, policy=policy)
+            dec.emit("step.decide", k, tree, call_mid=decision, ctx=ctx, policy=policy)
             step = dec.draft_step(tree, k, call, last_new, expanded)            # WHERE + HOW
-            dec._emit("step.expand", k, tree, call_mid=call, pool=step.pool, frontier=step.frontier, new=step.new,
-                      chain=step.chain, last_new=last_new, forwarded=step.forwarded)
+            dec.emit("step.expand", k, tree, call_mid=call, pool=step.pool, frontier=step.frontier, new=step.new,
+                     chain=step.chain, last_new=last_new, forwarded=step.forwarded)
             expanded, last_new, ms = step.frontier, step.new, ms + step.ms
             history.append(int(call))
-            if dec._growth_ends(tree, last_new):
+            if dec.growth.ends(tree, last_new, dec.config.node_cap):
                 break
         return Draft(tree, "".join(map(str, history)), sum(history), ms)
+
+
+def check_parts(config: DecodeConfig, small, mid, pruner) -> None:
+    """Refuse, in one line, a part that lacks its protocol's methods or that the config's growth cannot use."""
+    for arg, part, proto in (("small", small, SmallDrafter), ("mid", mid, MidDrafter), ("pruner", pruner, Pruner)):
+        if part is not None and not isinstance(part, proto):
+            need = ", ".join(n for n in vars(proto) if not n.startswith("_"))
+            raise TreeGraftError(f"{arg}= takes a {proto.__name__} (methods: {need}); {type(part).__name__} lacks "
+                                 f"some: see treegraft_lab.parts")
+    if small is not None and config.matcher == "release" and not hasattr(small, "ngram"):
+        raise TreeGraftError("growth 'release' drafts with the release's n-gram matcher: it needs the built-in small "
+                             "drafter (leave small= out) or another growth")
+    if mid is not None and config.mid_scores_all and not hasattr(mid, "token_logq"):
+        raise TreeGraftError("mid_scores_all (growth 'release') rescores every edge with the mid drafter's rows: it needs "
+                             "a ModelDrafter (leave mid= out) or another growth")
+
+
+def build_parts(pair, config: DecodeConfig, profile: DeviceProfile) -> dict:
+    """The parts the config's names mean (the one factory): the small drafter(s) of `config.small`,
+    the pair's mid model as a `ModelDrafter` (None where the schedule never calls it), the pruner of
+    `config.prune`. Each is built once; the decoder starts them at every generation."""
+    mid = None
+    if pair.mid is not None and TreeGraftDecoder.needs_mid(config):
+        mid = ModelDrafter(pair.mid, top=config.children if config.expansion == "per_parent" else config.width)
+    names = parse_small(config.small)
+    return {
+        "small": SmallDrafters(names, config.ngram_max, config.ngram_min, recycle_below=config.recycle_below),
+        "mid": mid,
+        "pruner": ValuePruner(profile) if config.prune == "value" else TopKPruner(),
+    }
 
 
 class TreeGraftDecoder:
     """A lossless tree speculative decoder with a small drafter (n-gram, Token Recycling, suffix or a
     combination: `DecodeConfig.small`) and a mid (LM) drafter. `drafter`: how each round's tree is
     drafted (`Drafter`; TreeGraft's own by default), assignable per decoder.
+
+    Parts (`treegraft_lab.parts`): `small=` a `SmallDrafter` (or a name, as `DecodeConfig.small`),
+    `mid=` a `MidDrafter`, `pruner=` a `Pruner`, `growth=` a `growth.Growth` or its name in
+    `GROWTH_RULES` (its fields replace the config's growth fields); each not given is built from
+    the config's names (`build_parts`). WHEN is the config's schedule: a name,
+    a mask, or any object with `decide(ctx) -> bool` (`Policy`).
 
     `profile`: the costs the decoder decides on and prices with, as given (resolve it once with
     `measure.resolve(config.clock, pair)`; a scaled or hand-made profile is fine: it is not checked
@@ -122,11 +161,20 @@ class TreeGraftDecoder:
 
     drafter: Drafter = GraftDrafter()  # holds no state: one serves every decoder
 
-    def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None,
-                 **overrides) -> None:
-        config = replace(config or DecodeConfig(), **overrides)
-        if self._needs_mid(config) and config.schedule != "auto" and pair.mid is None:
-            raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it with a mid model")
+    def __init__(self, pair, config: DecodeConfig | None = None, profile: DeviceProfile | None = None, *,
+                 small: SmallDrafter | None = None, mid: MidDrafter | None = None, pruner: Pruner | None = None,
+                 growth: Growth | None = None, **overrides) -> None:
+        if isinstance(small, str):  # a name: the config's field ("ngram+suffix"), not a part
+            small, overrides = None, {**overrides, "small": small}
+        if isinstance(growth, str):  # a name of `GROWTH_RULES`
+            if growth not in GROWTH_RULES:
+                raise TreeGraftError(f"unknown growth {growth!r}; the growth rules are {', '.join(GROWTH_RULES)}")
+            growth = GROWTH_RULES[growth]
+        config = replace(config or DecodeConfig(), **overrides, **(growth.settings() if growth is not None else {}))
+        check_parts(config, small, mid, pruner)
+        if self.needs_mid(config) and config.schedule != "auto" and pair.mid is None and mid is None:
+            raise TreeGraftError(f"schedule {config.schedule_name!r} calls the mid drafter but the pair has none; load it "
+                                 f"with a mid model or pass mid=")
         # every cost the decoder decides on: the profile handed in, else the one config.clock names
         # ("wall": this device's, measured once and cached)
         self.profile = profile if profile is not None else measure.resolve(config.clock, pair)
@@ -141,21 +189,23 @@ class TreeGraftDecoder:
         self.budget = config.budget if config.budget != "auto" else auto_budget(pair, config, self.profile, self.policy)
         t_tgt, t_mid = scheduler_costs(self.profile, config, self.budget)
         self.costs = {"t_tgt_ms": t_tgt, "t_mid_ms": t_mid}  # the scheduler's T_tgt / T_mid inputs
-        self.pruner = None  # budget.ValuePruner with prune="value", made per run in start()
+        self.growth = growth if growth is not None else Growth.of(config)  # how the trees grow (WHERE's window too)
+        built = build_parts(pair, config, self.profile) if None in (small, mid, pruner) else {}
+        self.small = small if small is not None else built["small"]
+        self.mid = mid if mid is not None else (built["mid"] if self.needs_mid(config) else None)
+        self.pruner = pruner if pruner is not None else built["pruner"]
+        self.index = None  # the committed text's n-gram index (context signals, prompt lookup), set by start()
         self._hooks: dict[str, list] = {}
         self.round_idx = 0
         self.replaying = False  # True while a round is replayed and not committed (oracle, collect)
-        self.small_names = parse_small(config.small)
-        self.recycled = RecyclingDrafter() if "recycling" in self.small_names else None  # kept across runs
-        self._recycled_chances: dict = {}  # value pruning's counts for recycled candidates, kept with the matrix
 
     def carried_state(self) -> dict:
         """A copy of what this decoder keeps across runs (Token Recycling's matrix, value pruning's
         counts of recycled candidates): `restore_state` puts it back, so that a run can be repeated
         from the same start (the bench's repeats of one prompt are then one computation)."""
-        matrix = self.recycled.matrix if self.recycled is not None else None
-        return {"matrix": None if matrix is None else matrix.clone(),
-                "chances": {k: list(v) for k, v in self._recycled_chances.items()}}
+        recycled, carried = getattr(self.small, "recycling", None), getattr(self.pruner, "carried", {})
+        matrix = recycled.matrix if recycled is not None else None
+        return {"matrix": None if matrix is None else matrix.clone(), "chances": {k: list(v) for k, v in carried.items()}}
 
     def reset(self) -> None:
         """Start the next `generate` from a fresh decoder's state. What otherwise carries over between
@@ -166,13 +216,16 @@ class TreeGraftDecoder:
 
     def restore_state(self, state: dict) -> None:
         """Put back what `carried_state` copied (in place: the small drafters share these objects)."""
-        if self.recycled is not None:
-            self.recycled.matrix = None if state["matrix"] is None else state["matrix"].clone()
-        self._recycled_chances.clear()
-        self._recycled_chances.update({k: list(v) for k, v in state["chances"].items()})
+        recycled, carried = getattr(self.small, "recycling", None), getattr(self.pruner, "carried", None)
+        if recycled is not None:
+            recycled.matrix = None if state["matrix"] is None else state["matrix"].clone()
+        if carried is not None:
+            carried.clear()
+            carried.update({k: list(v) for k, v in state["chances"].items()})
 
     @staticmethod
-    def _needs_mid(config: DecodeConfig) -> bool:
+    def needs_mid(config: DecodeConfig) -> bool:
+        """Whether `config`'s schedule may call the mid drafter (all but "small" and the all-zero mask)."""
         return config.schedule_name not in ("small", "0" * config.depth)
 
     def _may_skip_mid(self) -> bool:
@@ -195,12 +248,24 @@ class TreeGraftDecoder:
                 if not self._hooks[name]:
                     del self._hooks[name]
 
-    def _emit(self, name: str, step: int = 0, tree: DraftTree | None = None, **data) -> None:
+    def emit(self, name: str, step: int = 0, tree: DraftTree | None = None, **data) -> None:
+        """Fire hook point `name` (`hooks.HOOK_POINTS`) with `data`: one dictionary lookup when none is attached."""
         fns = self._hooks.get(name)
         if fns:
             ev = HookEvent(name, self.round_idx, step, tree, self, data)
             for fn in fns:
                 fn(ev)
+
+    def emit_step(self, k: int, tree: DraftTree, step: StepResult, call_mid: bool | None = False,
+                  last_new: list[int] = (0,), ctx: StepContext | None = None, policy=None) -> None:
+        """Fire a draft step's two hook points (step.decide, step.expand) for a drafter's step k:
+        what makes any drafter's tree recordable and drawable step by step (`call_mid`: whether the
+        step called the mid drafter; `last_new`: the nodes the step started from, N_k)."""
+        if "step.decide" in self._hooks or "step.expand" in self._hooks:
+            ctx = ctx or self.step_context(k, [], tree, list(last_new), [])
+            self.emit("step.decide", k, tree, call_mid=call_mid, ctx=ctx, policy=policy)
+            self.emit("step.expand", k, tree, call_mid=bool(call_mid), pool=step.pool, frontier=step.frontier,
+                      new=step.new, chain=step.chain, last_new=list(last_new), forwarded=step.forwarded)
 
     # ---- set-up ---------------------------------------------------------------------------------
     def start(self, ids: list[int], prefill_token: bool = False, prompt_len: int | None = None) -> None:
@@ -228,21 +293,18 @@ class TreeGraftDecoder:
         else:
             *self._prompt_rows, _ = self.target.prefill(ids[:-1], fuse=cfg.fuse_prompt, topk=topk)
         self.root = self.ids[-1]
-        self.small = SmallDrafters(self.small_names, cfg.ngram_max, cfg.ngram_min, self.recycled, cfg.recycle_below)
-        self.small.extend(self.ids)
+        self.small.start(self.ids)
+        self.index = self.small.index if isinstance(getattr(self.small, "index", None), NgramIndex) else None
+        if self.index is None:  # a small drafter of its own: the decoder keeps the committed text's index
+            self.index = NgramIndex(cfg.ngram_max, cfg.ngram_min)
+            self.index.extend(self.ids)
         self._lookup_at: tuple[int, list] = (-1, [])  # prompt lookup's draft for a committed length
-        self.mid = None
-        if self.pair.mid is not None and self._needs_mid(self.config):
-            top = cfg.children if cfg.expansion == "per_parent" else cfg.width  # read with each call: one read
-            self.mid = ModelDrafter(self.pair.mid, top=top)
-            if self._may_skip_mid():  # the prompt waits in `pending` until a call needs it
-                self.mid.pending = list(self.ids[:-1])
-            else:
-                self.mid.prefill(self.ids[:-1])
-        self._prompt_backlog = len(self.mid.pending) if self.mid is not None else 0  # prefill: not priced
+        if self.mid is not None:  # lazily: a policy that may never call it leaves the prompt pending
+            self.mid.start(self.ids[:-1], lazy=self._may_skip_mid())
+        self._prompt_backlog = self._mid_pending()  # prefill: not priced
         self._oracle = {"tokens": 0, "ms": 0.0}  # the oracle schedule's running totals (modelled)
-        if cfg.prune == "value":
-            self.pruner = ValuePruner(self.profile, self._recycled_chances)
+        if hasattr(self.pruner, "start"):
+            self.pruner.start()
 
     def make_verifier(self) -> TargetVerifier:
         """The target's side of the run about to start (`start` calls it once per generation). A
@@ -285,7 +347,7 @@ class TreeGraftDecoder:
         return StepContext(k=k, depth=cfg.depth, history=list(history), tree=tree, frontier=last_new,
                            expanded_last=expanded, prompt_len=self.prompt_len, t_tgt_ms=self.costs["t_tgt_ms"],
                            t_mid_ms=self.costs["t_mid_ms"], width=cfg.width, ngram_max=cfg.ngram_max,
-                           index=self.small.index, lookback=cfg.lookback)
+                           index=self.index, lookback=cfg.lookback)
 
     # ---- one round --------------------------------------------------------------------------------
     def run_round(self, policy: Policy | None = None, commit: bool = True) -> tuple[RoundInfo, list[int]]:
@@ -294,26 +356,18 @@ class TreeGraftDecoder:
         policy = policy or self.policy
         t0 = time.perf_counter()
         self.laps.clear()
-        self._emit("round.start", root=self.root, committed=len(self.ids))
+        self.emit("round.start", root=self.root, committed=len(self.ids))
         draft = self.drafter.draft(self, policy)                                # the tree (GraftDrafter: WHEN/WHERE/HOW)
         tree = draft.tree
         kept = tree.checked_kept(self.prune(tree))                              # global budget pruning
-        self._emit("round.prune", self.config.depth, tree, kept=kept,
-                   chances=self.pruner.chances(tree) if self.pruner and "round.prune" in self._hooks else None)
+        chances = getattr(self.pruner, "chances", None) if "round.prune" in self._hooks else None
+        self.emit("round.prune", self.config.depth, tree, kept=kept, chances=chances(tree) if chances else None)
         return self._verify(draft, kept, t0, commit)
 
     def prune(self, tree: DraftTree) -> list[int]:
-        """The nodes the target verifies: the budget's best by path score, or (prune="value")
-        the best ones worth their verification time this round."""
-        return tree.prune(self.budget) if self.pruner is None else self.pruner.prune(tree, self.budget, len(self.ids))
-
-    def _growth_ends(self, tree: DraftTree, frontier: list[int]) -> bool:
-        """The release's end of a round's growth: an empty frontier (every parent ended, or the
-        first-step fallback) or a tree at the drafting cap (`DecodeConfig.stop_on_relax_zero`)."""
-        cfg = self.config
-        if not frontier:
-            return cfg.stop_on_relax_zero or cfg.first_step_fallback
-        return cfg.stop_on_relax_zero and sum(tree.alive) >= cfg.node_cap
+        """The nodes the target verifies (`self.pruner`: the budget's best by path score, or
+        (prune="value") the best ones worth their verification time this round)."""
+        return self.pruner.prune(tree, self.budget, len(self.ids))
 
     def draft_step(self, tree: DraftTree, k: int, call: bool, last_new: list[int],
                    expanded: list[int] = ()) -> StepResult:
@@ -327,66 +381,61 @@ class TreeGraftDecoder:
         global top-W. `new`: the nodes the first tokens landed on (the next N_k); `chain`: the nodes
         created below them by n-gram chains (drafted ahead, deeper than the next frontier).
         """
-        cfg, fwd = self.config, []
-        children = cfg.children if cfg.expansion == "per_parent" else None
+        cfg, g, fwd = self.config, self.growth, []
+        children = g.children(cfg.children)
         if call:
-            pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft, cfg.lookback, expanded)  # WHERE
-            fwd = graft.to_forward(tree, pool) if not cfg.mid_scores_all else [
-                v for v in range(len(tree)) if tree.alive[v] and not tree.mid_scored[v]]
+            pool = graft.candidate_pool(tree, last_new, cfg.expanded_graft, g.lookback, expanded)  # WHERE
+            fwd = g.mid_forward(tree, pool)
             size = self.mid_backlog() + len(fwd) if fwd else 0
             if fwd:
-                self.mid.absorb(tree, *self.laps.run(self.mid.forward, tree, fwd))  # the call's one host read
+                self.laps.run(self.mid.score, tree, fwd)  # the mid drafter reads the pool (and may rescore it)
+                for v in fwd:
+                    tree.mid_scored[v] = True
                 self._prompt_backlog = 0
-            if cfg.mid_scores_all:
+            if g.mid_scores_all:
                 graft.mid_override(tree, self.mid)
             frontier = graft.top_by_score(tree, pool, cfg.width)
-            proposals = self.mid.propose(tree, frontier, cfg.width, children)
-            if cfg.frontier_order == "match":  # the release grafts parent by parent, in frontier order
-                at = {f: i for i, f in enumerate(frontier)}
-                proposals.sort(key=lambda p: at[p[0]])
+            proposals = g.order_mid(self.mid.propose(tree, frontier, cfg.width, children), frontier)
             groups = [("mid", proposals)]
         else:
-            pool = frontier = last_new if cfg.frontier_order == "match" else graft.top_by_score(tree, last_new, cfg.width)
-            if cfg.min_step_p and k > 1 and (not frontier or math.exp(tree.score[frontier[0]]) < cfg.min_step_p):
+            pool = frontier = g.small_frontier(tree, last_new, cfg.width)
+            if g.skips(tree, frontier, k):
                 return StepResult(pool, [], [], [], fwd, SKIPPED, 0.0)  # a step from so unlikely a node cannot pay for itself
-            size = len(frontier)
-            chain = (cfg.chain_len or max(1, cfg.ngram_max - (k - 1))) if cfg.ngram_chain else 1
-            if cfg.matcher == "release":
+            size, chain = len(frontier), g.chain(k, cfg.ngram_max)
+            if g.matcher == "release":
                 return self._release_small_step(tree, k, frontier, chain, size)
-            groups = self.small.propose_each(tree, frontier, cfg.width, children, chain)  # each small drafter's own
+            groups = self._small_groups(tree, frontier, children, chain)
             proposals = merged(tree, groups)
         n0 = len(tree)
-        before = {f: {t for t, c in tree.children[f].items() if tree.alive[c]} for f in frontier} \
-            if not call and cfg.stop_on_relax_zero else {}
-        tails = self._lookup_chain(tree, k) if not call and cfg.lookup else []
+        before = g.children_before(tree, frontier, call)
+        tails = self._lookup_chain(tree, k) if not call and g.lookup else []
         new = graft.graft(tree, proposals, MID if call else SMALL, k, cfg.non_destructive, cfg.node_cap)  # HOW
         for name, ps in groups:  # which drafter made each node (the recorder and the viewer read it)
             label(tree, ps, name)
-        if tails and cfg.chain_frontier:
+        if tails and g.chain_frontier:
             new = list(dict.fromkeys(new + tails))
-        if not call and cfg.stop_on_relax_zero:  # an ended parent carries no child into the next frontier
-            ended = graft.ended_parents(tree, frontier, proposals, before, cfg.children)
-            new = [v for v in new if tree.parent[v] not in ended]
-        if not call and k == 1 and cfg.first_step_fallback and not tree.children[0]:
-            graft.fallback_child(tree, self.small.index.most_frequent(), k)
-            new = []
-        elif cfg.frontier_order == "match":
-            new = graft.next_frontier(tree, {v: (0 if call else tree.ngram_n[v]) for v in new}, cfg.width, k)
+        new = g.settle(tree, k, call, frontier, proposals, before, new, cfg.children, cfg.width, self.index)
         landed = set(new)
         return StepResult(pool, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], fwd, size,
                           self.profile.step_ms(call, size))  # the one pricing rule (costs.DeviceProfile.step_ms)
 
+    def _small_groups(self, tree: DraftTree, frontier: list[int], children: int | None,
+                      chain: int) -> list[tuple[str, list]]:
+        """[(drafter name, proposals)] of the small drafter(s) (`SmallDrafters.propose_each`; a
+        drafter of one's own is one group, named by its `name` or its class)."""
+        each = getattr(self.small, "propose_each", None)
+        if each is not None:
+            return each(tree, frontier, self.config.width, children, chain)
+        name = getattr(self.small, "name", type(self.small).__name__)
+        return [(name, self.small.propose(tree, frontier, self.config.width, children, chain))]
+
     def _release_small_step(self, tree: DraftTree, k: int, frontier: list[int], chain: int, size: int) -> StepResult:
         """An n-gram step of the release's matcher (`graft.release_small_step`), with its stop rule,
-        first-step fallback and frontier order as the config says."""
-        cfg, n0 = self.config, len(tree)
+        first-step fallback and frontier order as the growth says."""
+        cfg, g, n0 = self.config, self.growth, len(tree)
         cands = graft.release_small_step(tree, self.small.ngram, frontier, chain, cfg.children, cfg.node_cap, k,
-                                         self._prompt_logp, cfg.stop_on_relax_zero)
-        if k == 1 and cfg.first_step_fallback and not tree.children[0]:
-            graft.fallback_child(tree, self.small.index.most_frequent(), k)
-            cands = {}
-        new = graft.next_frontier(tree, cands, cfg.width, k) if cfg.frontier_order == "match" else \
-            graft.top_by_score(tree, list(cands), cfg.width)
+                                         self._prompt_logp, g.stop_on_relax_zero)
+        new = g.release_frontier(tree, k, cands, cfg.width, self.index)
         landed = set(new)
         return StepResult(frontier, frontier, new, [v for v in range(n0, len(tree)) if v not in landed], [], size,
                           self.profile.step_ms(False, size))
@@ -412,9 +461,9 @@ class TreeGraftDecoder:
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
         it (so at the round's first small step); returns the chains' deepest nodes."""
-        n = len(self.small.index.tokens)  # the draft depends only on the committed text: once a round
+        n = len(self.index.tokens)  # the draft depends only on the committed text: once a round
         if self._lookup_at[0] != n:
-            self._lookup_at = (n, self.small.lookup(self.config.lookup))
+            self._lookup_at = (n, lookup_draft(self.index, self.config.lookup))
         props = self._lookup_at[1]
         todo = [p for p in props if not _holds(tree, [p[1], *(t[0] for t in p[4])])]
         if not todo:
@@ -432,8 +481,13 @@ class TreeGraftDecoder:
     def mid_backlog(self) -> int:
         """Committed tokens the mid drafter has not forwarded yet and its next call forwards too
         (a deferred prompt excluded: prefill is not priced, as for the target)."""
-        m = self.mid
-        return 0 if m is None or m.flushed else len(m.pending) - self._prompt_backlog
+        pending = self._mid_pending()
+        return pending - self._prompt_backlog if pending else 0
+
+    def _mid_pending(self) -> int:
+        """The mid drafter's `backlog()` (0 without one, or for a drafter that keeps no cache)."""
+        backlog = getattr(self.mid, "backlog", None)
+        return backlog() if backlog is not None else 0
 
     def _verify(self, draft: Draft, kept: list[int], t0: float, commit: bool) -> tuple[RoundInfo, list[int]]:
         """One target forward over the kept tree, lossless acceptance, then commit (or roll back)."""
@@ -447,17 +501,20 @@ class TreeGraftDecoder:
             path, bonus = accept_sampling(tree, kept, probs, self.generator)
         t2 = time.perf_counter()
         t_fwd = self.laps.take()  # every forward of the round (mid calls included), read after that read
-        self._emit("round.verify", cfg.depth, tree, kept=kept, logits=logits, path=path, bonus=bonus)
+        self.emit("round.verify", cfg.depth, tree, kept=kept, logits=logits, path=path, bonus=bonus)
         emitted = [tree.tokens[v] for v in path[1:]] + [bonus]
         if commit:
             self.target.commit(kept, path)
             if self.mid is not None:
                 self.mid.commit(tree, path)
-            self.small.observe(tree, kept, logits)  # Token Recycling: the target's top-k at every verified node
+            if hasattr(self.small, "observe"):
+                self.small.observe(tree, kept, logits)  # Token Recycling: the target's top-k at every verified node
             self.small.extend(emitted)
+            if self.index is not getattr(self.small, "index", None):
+                self.index.extend(emitted)
             self.ids += emitted
             self.root = bonus
-            if self.pruner is not None:  # the run's rate is modelled too: decisions never read the wall clock
+            if hasattr(self.pruner, "observe"):  # the run's rate is modelled too: decisions never read the wall clock
                 self.pruner.observe(tree, kept, path, modelled_ms)
         else:
             self.target.rollback()
@@ -465,10 +522,10 @@ class TreeGraftDecoder:
                 self.mid.rollback()
         info = RoundInfo(len(path) - 1, draft.schedule, draft.mid_calls, sum(tree.alive), len(kept) - 1,
                          t1 - t0, t2 - t1, t_fwd + draft.mid_s, time.perf_counter() - t0, modelled_ms)
-        self._emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
+        self.emit("round.accept", cfg.depth, tree, kept=kept, path=path, bonus=bonus, info=info, committed=commit)
         return info, emitted
 
-    def _when(self, policy, ctx: StepContext) -> bool | None:
+    def when(self, policy, ctx: StepContext) -> bool | None:
         """Call the mid drafter at this step? None when the policy is not asked (no mid drafter, the
         call cap reached, a generation's first round): the recorder then keeps no margin."""
         if self.mid is None:
@@ -543,7 +600,7 @@ class TreeGraftDecoder:
         self.start(ids, prefill_token=not self.config.fuse_prompt)
         out: list[int] = list(self.first)
         t_prefill = time.perf_counter() - t0
-        self._emit("run.start", prompt_ids=ids)
+        self.emit("run.start", prompt_ids=ids)
         rounds: list[RoundInfo] = []
         oracle = self.config.schedule == "oracle"
         while len(out) < max_new_tokens and not (out and out[-1] in stop):
@@ -558,7 +615,7 @@ class TreeGraftDecoder:
         wall = time.perf_counter() - t0
         stats = {**self._stats(out, rounds, wall, t_prefill), **self._modelled(out, rounds)}
         gen = Generation(out, self.tokenizer.decode(out, skip_special_tokens=True), rounds, stats)
-        self._emit("run.end", prompt_ids=ids, generation=gen)
+        self.emit("run.end", prompt_ids=ids, generation=gen)
         return gen
 
     def _modelled(self, out: list[int], rounds: list[RoundInfo]) -> dict:
@@ -611,8 +668,8 @@ def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len:
     dec = TreeGraftDecoder(pair, config, profile=profile)
     with record(dec) as rec:
         dec.start(list(context_ids), prompt_len=prompt_len)
-        dec._emit("run.start", prompt_ids=list(context_ids))
+        dec.emit("run.start", prompt_ids=list(context_ids))
         info, emitted = dec._oracle_round() if config.schedule == "oracle" else dec.run_round()
         gen = Generation(emitted, dec.tokenizer.decode(emitted), [info], TreeGraftDecoder._stats(emitted, [info], info.round_s, 0.0))
-        dec._emit("run.end", prompt_ids=list(context_ids), generation=gen)
+        dec.emit("run.end", prompt_ids=list(context_ids), generation=gen)
     return info, rec.to_run()

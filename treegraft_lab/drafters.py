@@ -216,21 +216,25 @@ class NgramDrafter:
         return [(chain, n, p) for chain, (n, p) in order], sizes, len(seen) < k
 
     def lookup(self, length: int, latest: bool = False) -> list[Proposal]:
-        """Prompt lookup's draft of up to `length` tokens as one chain under the root (node 0),
-        from the earliest occurrence (HF's rule) and, with `latest`, also from the latest one.
-        Every token is scored by `NgramIndex.edge` given the path before it, like any chain."""
-        idx = self.index
-        suffix = idx.tokens[-idx.nmax :]
-        out: list[Proposal] = []
-        for pick in (False, True) if latest else (False,):
-            m = idx.lookup_match(pick)
-            if m is None:
-                continue
-            tok = idx.tokens[m[1]]
-            e = idx.edge(suffix, tok)
-            if e is not None:
-                out.append((0, tok, e[1], e[0], idx.chain(suffix, m[1], length)))
-        return out
+        """Prompt lookup's draft from this drafter's index (`lookup_draft`)."""
+        return lookup_draft(self.index, length, latest)
+
+
+def lookup_draft(idx: NgramIndex, length: int, latest: bool = False) -> list[Proposal]:
+    """Prompt lookup's draft of up to `length` tokens as one chain under the root (node 0), from the
+    committed text's index: the earliest occurrence (HF's rule) and, with `latest`, also the latest
+    one. Every token is scored by `NgramIndex.edge` given the path before it, like any chain."""
+    suffix = idx.tokens[-idx.nmax :]
+    out: list[Proposal] = []
+    for pick in (False, True) if latest else (False,):
+        m = idx.lookup_match(pick)
+        if m is None:
+            continue
+        tok = idx.tokens[m[1]]
+        e = idx.edge(suffix, tok)
+        if e is not None:
+            out.append((0, tok, e[1], e[0], idx.chain(suffix, m[1], length)))
+    return out
 
 
 def holds_under(tree: DraftTree, v: int, tokens) -> bool:
@@ -270,9 +274,24 @@ class ModelDrafter:
         self.pending: list[int] = []
         self.begin_round()
 
+    def start(self, context: list[int], lazy: bool = False) -> None:
+        """A generation starts after `context` (the committed text before the root): an empty cache,
+        then the context prefilled, or (`lazy`) left pending until a call needs it."""
+        self.cache = kv.new_cache(self.model)
+        self.cached, self.pending = 0, []
+        self.begin_round()
+        if lazy:
+            self.pending = list(context)
+        else:
+            self.prefill(context)
+
     def prefill(self, ids: list[int]) -> None:
         kv.prefill(self.model, self.cache, ids)
         self.cached = len(ids)
+
+    def backlog(self) -> int:
+        """Committed tokens the next call forwards in front of the tree (0 once this round forwarded them)."""
+        return 0 if self.flushed else len(self.pending)
 
     def unforward(self, committed: list[int], n: int) -> int:
         """Move the last `n` cached committed tokens back to `pending`, as if the rounds that
@@ -463,4 +482,4 @@ class ModelDrafter:
         return out
 
 
-__all__ = ["NgramIndex", "NgramDrafter", "ModelDrafter", "MID"]
+__all__ = ["NgramIndex", "NgramDrafter", "ModelDrafter", "MID", "lookup_draft"]

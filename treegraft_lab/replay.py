@@ -1,6 +1,8 @@
 """Replay every binary schedule of one round from the decoder's current round start.
 
-Used online by the oracle schedule and offline by trajectory collection. Nothing is committed:
+Used online by the oracle schedule and offline by trajectory collection. Each step is the
+decoder's own (`TreeGraftDecoder.draft_step`) and a round ends where the decoder's growth ends it
+(`Growth.ends`: the later steps are skipped, size -1). Nothing is committed:
 the draft tree after steps 1..j depends only on bits 1..j, so a depth-first search over the
 schedule tree expands each prefix once (2 + 4 + ... + 2^D = 62 draft steps for D = 5); between
 siblings the tree is copied and the mid drafter's round state restored. Each full schedule is
@@ -24,6 +26,7 @@ import random
 
 import torch
 
+from treegraft_lab.costs import SKIPPED
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.tree import SMALL, DraftTree
 from treegraft_lab.verify import accept_greedy
@@ -84,6 +87,9 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
         raise TreeGraftError("replaying every schedule needs greedy decoding (temperature 0): acceptance must be deterministic")
     if dec.mid is None:
         raise TreeGraftError("replaying every schedule needs a pair with a mid drafter")
+    if not hasattr(dec.mid, "snapshot"):
+        raise TreeGraftError("replaying every schedule (the oracle, collection) restores the mid drafter between "
+                             "schedules: its mid drafter needs snapshot() and restore() (drafters.ModelDrafter has them)")
     states: list[dict] = []
     leaves: list[dict] = []
     calls: list[dict] = []
@@ -107,9 +113,14 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
         leaves.append({"schedule": "".join(map(str, bits)), "accepted": -1, "kept": len(kept), "backlog": backlog, "tail": -1,
                        "nodes": sum(tree.alive), **acc, "meas_verify_ms": math.nan, "check": True})
 
-    def visit(k: int, tree: DraftTree, bits: tuple[int, ...], last_new: list[int], expanded: list[int], acc: dict) -> None:
+    def visit(k: int, tree: DraftTree, bits: tuple[int, ...], last_new: list[int], expanded: list[int], acc: dict,
+              ended: bool = False) -> None:
         if k > D:
             leaf(tree, bits, acc)
+            return
+        if ended:  # the growth ended the round (`Growth.ends`): the decoder drafts no further step
+            for a in (0, 1):
+                visit(k + 1, tree, bits + (a,), last_new, expanded, {**acc, f"size{k}": SKIPPED}, True)
             return
         ctx = dec.step_context(k, list(bits), tree, last_new, expanded)
         states.append({"k": k, "prefix": "".join(map(str, bits)), **ctx.signals()})
@@ -123,7 +134,7 @@ def replay_all(dec, shared_verify: bool = True, timed: int = 3, seed: int = 0,
             unit = "tokens" if a else "nodes"
             nxt = {**acc, f"n_{kind}": acc[f"n_{kind}"] + 1, f"{kind}_{unit}": acc[f"{kind}_{unit}"] + max(size, 0),
                    f"size{k}": size, "meas_draft_ms": acc["meas_draft_ms"] + 1000 * t}
-            visit(k + 1, child, bits + (a,), step.new, step.frontier, nxt)
+            visit(k + 1, child, bits + (a,), step.new, step.frontier, nxt, dec.growth.ends(child, step.new, cfg.node_cap))
             dec.restore(start)
 
     dec.replaying = True

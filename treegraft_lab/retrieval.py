@@ -269,12 +269,19 @@ class SmallDrafters:
                  recycling: RecyclingDrafter | None = None, recycle_below: int = 0) -> None:
         self.names = names
         self.recycle_below = recycle_below  # recycled candidates only where the n-gram match is shorter (0: everywhere)
-        self.ngram = NgramDrafter(nmax, nmin)
+        self.nmax, self.nmin = nmax, nmin
+        self.recycling = (recycling or RecyclingDrafter()) if "recycling" in names else None  # kept across runs
+        self.start([])
+
+    def start(self, ids: list[int]) -> None:
+        """A generation starts with `ids` committed: fresh n-gram and suffix indexes (Token
+        Recycling's matrix carries over, as its paper keeps it across prompts)."""
+        self.ngram = NgramDrafter(self.nmax, self.nmin)
         self.index = self.ngram.index  # always kept: prompt lookup and the context signals read it
-        self.recycling = (recycling or RecyclingDrafter()) if "recycling" in names else None
-        self.suffix = SuffixDrafter() if "suffix" in names else None
+        self.suffix = SuffixDrafter() if "suffix" in self.names else None
         by_name = {"ngram": self.ngram, "recycling": self.recycling, "suffix": self.suffix}
-        self.parts = [by_name[n] for n in sorted(names, key=lambda n: n != "ngram")]  # n-gram first: the gate reads it
+        self.parts = [by_name[n] for n in sorted(self.names, key=lambda n: n != "ngram")]  # n-gram first: the gate reads it
+        self.extend(ids)
 
     def extend(self, tokens: list[int]) -> None:
         """Committed tokens (the prompt, then each round's accepted tokens and bonus)."""
