@@ -20,11 +20,19 @@ def extending_blocks() -> list[str]:
 
 
 def test_the_public_names_of_the_parts_import_from_the_package():
-    from treegraft_lab import Draft, DraftTree, Growth, MidDrafter, Policy, Pruner, SmallDrafter, StepContext  # noqa: F401
-
     import inspect
 
-    from treegraft_lab import TreeGraftDecoder
+    from treegraft_lab import (  # noqa: F401
+        Draft,
+        DraftTree,
+        Growth,
+        MidDrafter,
+        Policy,
+        Pruner,
+        SmallDrafter,
+        StepContext,
+        TreeGraftDecoder,
+    )
     params = inspect.signature(TreeGraftDecoder).parameters
     assert all(params[name].kind is inspect.Parameter.KEYWORD_ONLY for name in ("small", "mid", "pruner", "growth"))
 
