@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.presets import FULL_GROWTH, GROWTHS, PRESETS, RELEASE_RULES, SPEED  # noqa: F401  (GROWTHS, RELEASE_RULES: re-exported)
+from treegraft_lab.presets import FULL_GROWTH, GROWTHS, PRESETS, RELEASE_RULES  # noqa: F401  (RELEASE_RULES: re-exported)
 
 NAMED_SCHEDULES = ("auto", "small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
 PRUNES = ("auto", "topk", "value")
@@ -77,120 +77,58 @@ def rule_value(schedule: str) -> tuple[str, float | None]:
 
 @dataclass
 class DecodeConfig:
-    """One decoding run. The defaults are the speed preset (`presets.SPEED`), what the command line
-    means with no flags: the paper's D, W, B_ver and n-gram sizes, the "lookup" growth, the n-gram and
-    Token Recycling small drafters, and schedule="auto", prune="auto": the decoder picks them for its
-    pair and device profile and says so in one line (adaptive where a scheduler is trained for them,
-    else "small"; "value" where a verified node costs, else "topk"; `schedule.choice.resolve_auto`).
-    Ask for a schedule by name ("10101") to see grafting in every tree; `preset("release")` is
-    the release's.
+    """One decoding run: every knob, validated, with literal defaults (the speed preset, `presets.SPEED`,
+    what the command line means with no flags; `preset("full")`, `preset("release")` are the others).
 
-    depth: draft steps per round (D). width: frontier width W (the nodes a step expands; the next
-    frontier is the top-W of the nodes a step grew). Tree growth (growth "full"
-    below; "lookup", the default, adds prompt lookup's chain; "release" the release's own rules, listed below):
-    expansion "per_parent" gives EACH frontier parent its own top-`children` children (W = k = 10:
-    up to 100 new nodes a step); "global" keeps only the global top-W children over the whole
-    frontier (at most W new nodes a step: small trees, for devices where every node costs).
-    ngram_chain: each n-gram continuation is added as a chain of up to max(1, ngram_max - (step-1))
-    tokens (`chain_len`: a fixed length instead, e.g. 10 as in prompt lookup). lookup: at the
-    round's first small step the root also gets, as one chain, the up to `lookup` tokens HF prompt
-    lookup would draft (its matching rule: the last 2 committed tokens, else the last one, at their
-    earliest occurrence), so the tree holds prompt lookup's draft and may run deeper than D; every
-    chain token is scored like any n-gram node (0: off, the release). chain_frontier: that chain's
-    deepest node joins the next frontier candidates (N_k), so later small steps may extend it.
-    min_step_p: a small step after the first is skipped (nothing drafted, nothing priced) when the
-    best node it would expand has path probability exp(s) below this (0: never; release). max_nodes: drafting cap on live nodes (None: 1 + children + depth * width * children, 511
-    by default); the tree is cut only once, to the budget. lookback: at a mid step the reselection
-    pool is every live node whose depth is within `lookback` depths above the deepest frontier depth
-    (5 with D = 5: every depth up to the frontier, root included); None: every live node the mid
-    drafter has not scored (the paper's text).
-    The authors' release (growth "release", `RELEASE_RULES`) runs six more rules, each a field:
-    fuse_prompt: the target's prompt rides in the first round's tree forward (True: one forward
-    less a generation) or is prefilled in a forward of its own whose token starts round 1 (False:
-    the release, and its count of target forwards). stop_on_relax_zero: an n-gram parent whose
-    matches give fewer than `children` distinct next tokens (its existing children included) is
-    ended: its matched chains still go into the tree, but none of its children joins the next
-    frontier; a round's growth stops when the frontier is empty or the tree reaches the drafting
-    cap (the release's evaluator hard-codes it). first_step_fallback: when step 1 is an n-gram step
-    and the root gets no child, it gets one, the context's most frequent token (ties: the latest,
-    then the smallest id) with path score 0, and the round's growth ends there. matcher: "index"
-    (the n-gram index: per first token one chain, from its latest occurrence, scored by counts) or
-    "release" (every distinct continuation of every earlier occurrence of the longest matching
-    n-grams becomes a chain of the step's chain length, most specific match then latest first;
-    the first token is scored by the target's log-prob of it at the matched position of the
-    prompt, read from the prompt's own forward (its top `children`; outside them the last minus 5;
-    0 in generated text), the chain's other tokens are unscored (-inf) until a mid call scores
-    them; needs fuse_prompt=False). frontier_order: the next frontier is the top-W of a step's new
-    nodes by path score ("score") or, as the release, every child of a parent the step expanded
-    (and not ended) ranked by the n-gram match size that proposed it (mid children: 0), then path
-    score, then age, cut to `width` after step 1 ("match"). mid_scores_all: a mid call forwards
-    every live node it has not scored (not only the reselection pool and its ancestors) and its
-    log-probs replace every edge score of the tree, as the release's whole-tree mid forward does.
-    budget: non-root nodes the target verifies (B_ver), or "auto" to pick
-    it from a measured cost curve. prune: "auto" (see above), "topk" keeps the budget's best nodes by path score (the
-    paper); "value" keeps, each round, only the best nodes whose calibrated acceptance chance pays
-    for their verification time on this device (at most `budget`; budget.ValuePruner). ngram_max/ngram_min: n-gram match sizes of the small drafter.
-    expanded_graft (EG) and non_destructive (ND) switch the paper's WHERE and HOW mechanisms.
-    small: the small drafter(s): "ngram" (the release), "recycling" (Token Recycling's adjacency
-    matrix), "suffix" (a suffix automaton's longest match) or a "+"-joined combination such as
-    "ngram+suffix" (`retrieval`). recycle_below: where "ngram" and "recycling" draft together,
-    recycled candidates go only under frontier nodes whose longest n-gram match is shorter than this
-    many tokens (default 2: where the text has not repeated itself; 0: under every node). schedule: "auto" (see above), "small", "mid", a 0/1 mask such as "10101", "adaptive",
-    "oracle", a rule ("rule:match": call the mid drafter while the context match is shorter than
-    tau tokens; "rule:score": while the best small path's probability is below a threshold; the
-    value fitted on the train split, or given as "rule:match=3"), or a policy
-    object with `decide(ctx) -> bool`. call_budget: most mid calls per round (None = no cap).
-    mid_in_first_round: whether a policy schedule (adaptive, a rule, a custom policy; not a fixed
-    mask) may call the mid drafter in a generation's first round. Off by default: there the
-    committed text ends in the prompt's chat template, so the context signals read alike for every
-    prompt, and a mid call pays the mid drafter's whole-prompt prefill, which the modelled clock
-    leaves out; on the regime map (T_mid / T_tgt 0.21) the calls the family scheduler made there
-    cost the two copying prompts a round each.
-    clock: the name of the costs every time-weighing decision reads (the scheduler's inputs, value
-    pruning, budget "auto", the oracle) and each round is priced with: "wall" (default) = this
-    device's measured profile, or a profile name ("a100-paper") or JSON file. Only the name lives
-    here: `measure.resolve(clock, pair)` turns it into a `costs.DeviceProfile` (measuring "wall" once,
-    then caching it), which is handed to the decoder as `TreeGraftDecoder(pair, config, profile=...)`;
-    a decoder handed none reads it itself, never measuring. Wall time is always measured and reported;
-    with another profile the run is also reported "modelled on <profile>" (it still runs the real
-    models and stays lossless).
+    With schedule="auto" and prune="auto" the decoder picks them for its pair and device profile and
+    says so in one line: adaptive where a scheduler is trained for them, else all-small; value pruning
+    where a verified node costs, else top-k (`schedule.choice.resolve_auto`). Ask for a schedule by
+    name ("10101") to see grafting in every tree. The growth fields (expansion ... mid_scores_all)
+    together are one `growth.Growth`: "full", "lookup" (the default), "compact" or "release"
+    (`GROWTHS`; the six fields marked "release" are the authors' release's own rules, off elsewhere).
+    docs/design.md has the definitions behind each field.
     """
 
-    depth: int = SPEED["depth"]
-    width: int = SPEED["width"]
-    expansion: str = SPEED["expansion"]
-    children: int = SPEED["children"]
-    ngram_chain: bool = SPEED["ngram_chain"]
-    chain_len: int | None = SPEED["chain_len"]
-    lookup: int = SPEED["lookup"]
-    chain_frontier: bool = SPEED["chain_frontier"]
-    min_step_p: float = SPEED["min_step_p"]
-    fuse_prompt: bool = SPEED["fuse_prompt"]
-    stop_on_relax_zero: bool = SPEED["stop_on_relax_zero"]
-    first_step_fallback: bool = SPEED["first_step_fallback"]
-    matcher: str = SPEED["matcher"]
-    frontier_order: str = SPEED["frontier_order"]
-    mid_scores_all: bool = SPEED["mid_scores_all"]
-    max_nodes: int | None = None
-    lookback: int | None = SPEED["lookback"]
-    budget: int | str = SPEED["budget"]
-    small: str = SPEED["small"]
-    recycle_below: int = SPEED["recycle_below"]
-    prune: str = SPEED["prune"]
-    ngram_max: int = 5
-    ngram_min: int = 1
-    temperature: float = 0.0
+    # ---- the tree: D, W, B_ver ----------------------------------------------------------------------
+    depth: int = 5                      # D: draft steps per round
+    width: int = 10                     # W: frontier width (the nodes a step expands)
+    children: int = 10                  # k: children per frontier node (expansion "per_parent")
+    budget: int | str = 63              # B_ver: non-root nodes the target verifies, or "auto" (from the profile)
+    max_nodes: int | None = None        # drafting cap, root included (None: 1 + k + D * W * k = 511)
+    prune: str = "auto"                 # "topk" (the paper), "value" (cost-aware, budget.ValuePruner) or "auto"
+    # ---- growth (`growth.Growth`; the "lookup" rule) --------------------------------------------------
+    expansion: str = "per_parent"       # "per_parent": top-k children per frontier node; "global": top-W overall
+    ngram_chain: bool = True            # an n-gram continuation comes with the tokens that followed it
+    chain_len: int | None = None        # tokens per chain (None: max(1, ngram_max - (step - 1)))
+    lookup: int = 16                    # prompt lookup's draft (tokens) under the root at the first small step (0: off)
+    chain_frontier: bool = True         # that draft's deepest node joins the next frontier
+    min_step_p: float = 0.1             # skip a small step whose best node's path probability is below this (0: never)
+    lookback: int | None = 5            # WHERE: depths above the frontier a mid step may reselect (None: every unscored node)
+    fuse_prompt: bool = True            # release (False): the target's prompt has a forward of its own
+    stop_on_relax_zero: bool = False    # release: a parent short of k distinct tokens is ended; growth stops
+    first_step_fallback: bool = False   # release: an empty first n-gram step gets the most frequent token
+    matcher: str = "index"              # release ("release"): every continuation, scored by the prompt's log-probs
+    frontier_order: str = "score"       # release ("match"): next frontier by n-gram match size, then score
+    mid_scores_all: bool = False        # release: a mid call scores every node and overrides every edge
+    # ---- the drafters ---------------------------------------------------------------------------------
+    small: str = "ngram+recycling"      # small drafter(s): "ngram", "recycling", "suffix", "+"-joined
+    recycle_below: int = 2              # recycled candidates only under nodes whose n-gram match is shorter (0: all)
+    ngram_max: int = 5                  # longest n-gram matched
+    ngram_min: int = 1                  # shortest n-gram matched
+    expanded_graft: bool = True         # EG: a mid step may reselect earlier nodes (WHERE)
+    non_destructive: bool = True        # ND: mid children are added beside the small drafter's (HOW)
+    # ---- WHEN ---------------------------------------------------------------------------------------------
+    schedule: Any = "auto"              # "small", "mid", a 0/1 mask ("10101"), "adaptive", "oracle", "rule:match[=tau]",
+                                        # "rule:score[=p]", an object with decide(ctx) -> bool, or "auto"
+    call_budget: int | None = None      # most mid calls per round (None: no cap)
+    mid_in_first_round: bool = False    # may a policy (not a mask) call the mid drafter in a generation's first round
+    scheduler_path: str | None = None   # the adaptive scheduler's artifact folder (None: the one trained for the pair)
+    # ---- sampling and costs -------------------------------------------------------------------------------
+    temperature: float = 0.0            # 0: greedy
     top_p: float = 1.0
     top_k: int = 0
-    expanded_graft: bool = True
-    non_destructive: bool = True
-    schedule: Any = SPEED["schedule"]
-    call_budget: int | None = None
-    mid_in_first_round: bool = False
     seed: int | None = None
-    scheduler_path: str | None = None
-    clock: str = "wall"
-    extra: dict = field(default_factory=dict)
+    clock: str = "wall"                 # the profile decisions read: "wall" (this device's), a name, or a JSON file
 
     def __post_init__(self) -> None:
         def need(ok: bool, msg: str) -> None:

@@ -32,6 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decode", action="store_true", help="decode the prompts with --scheduler at each ratio and store it")
     parser.add_argument("--prompts", default="treegraft-suite", help="prompt suite or .jsonl file")
     parser.add_argument("--per-category", type=int, default=2, help="eval prompts per category (default: %(default)s)")
+    parser.add_argument("--split", choices=("eval", "validation"), default="eval",
+                        help="the prompts' split: eval, or validation (held out from every fit, for a map that "
+                             "tests schedulers on prompts training never read; suite treegraft-validation)")
     parser.add_argument("--max-new", type=int, default=64, help="new tokens per prompt (default: %(default)s)")
     parser.add_argument("--starts", type=int, default=None,
                         help="round starts replayed per prompt (default: all); the endpoints' and 10101's walks always")
@@ -116,14 +119,15 @@ def run(args: argparse.Namespace) -> int:
         schedulers = _schedulers(args)
         if args.decode:
             regime.resolve_schedulers(schedulers, cfg.depth)  # a bad one is refused before any model loads
-        prompts = load_prompts(args.prompts, split="eval", per_category=args.per_category)
+        prompts = load_prompts(args.prompts, split=args.split, per_category=args.per_category)
         if not prompts:
-            raise TreeGraftError(f"no eval prompts in {args.prompts!r}: the map decodes the eval split")
+            raise TreeGraftError(f"no {args.split} prompts in {args.prompts!r}: the validation split is the suite "
+                                 f"treegraft-validation (--prompts treegraft-validation --split validation)")
         if args.threads:
             torch.set_num_threads(args.threads)
         journal = _journal(args, folder, prompts, schedulers)  # an interrupted run is refused before any model loads
         pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
-        meta = {"pair": args.pair, "prompts": args.prompts, "split": "eval", "per_category": args.per_category,
+        meta = {"pair": args.pair, "prompts": args.prompts, "split": args.split, "per_category": args.per_category,
                 "max_new": args.max_new, "decode": {k: v for k, v in cfg.to_dict().items() if k != "clock"},
                 "dtype": str(pair.dtype)}
         try:
