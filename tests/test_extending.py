@@ -61,7 +61,7 @@ def test_each_part_of_ones_own_decodes_what_hf_greedy_decodes_and_its_tree_is_re
     pair = ns["pair"]
     inputs = pair.tokenizer.apply_chat_template([{"role": "user", "content": ns["prompt"]}], add_generation_prompt=True,
                                                 return_tensors="pt", return_dict=True)
-    hf = pair.target.generate(**inputs, do_sample=False, max_new_tokens=32)[0, inputs["input_ids"].shape[1]:].tolist()
+    hf = pair.target.generate(**inputs, do_sample=False, max_new_tokens=24)[0, inputs["input_ids"].shape[1]:].tolist()
     assert ns["reference"] == hf  # check() compared every decode with plain greedy: HF's
     for name in ("small_run", "mid_run", "pruned_run", "policy_run"):
         run = ns[name]
@@ -103,21 +103,37 @@ RECORDABLE = ("hf-pld", "recycling", "suffix", "small", "mid", "10101", "adaptiv
               "no-eg", "no-nd", "oracle")
 
 
+PROMPT = "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox"
+
+
+@pytest.fixture(scope="module")
+def pocket(smollm2_dir):
+    """The offline pair and plain greedy decoding's 12 tokens for PROMPT."""
+    from treegraft_lab import load_pair
+    from treegraft_lab.baselines import autoregressive
+
+    pair = load_pair("smollm2-pocket", dtype="float32")
+    return pair, autoregressive(pair, PROMPT, 12).token_ids
+
+
+def test_recordable_methods_are_every_bench_method_with_a_tree():
+    from treegraft_lab.bench import METHODS
+
+    assert set(RECORDABLE) == set(METHODS) - {"ar", "hf-stock", "hf-assisted"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("method", RECORDABLE)
-def test_every_bench_method_is_recorded_and_drawn_step_by_step(method, smollm2_dir):
-    from treegraft_lab import load_pair, record
-    from treegraft_lab.baselines import autoregressive
-    from treegraft_lab.bench import METHODS, tree_decoder
+def test_every_bench_method_is_recorded_and_drawn_step_by_step(method, pocket):
+    from treegraft_lab import record
+    from treegraft_lab.bench import tree_decoder
     from treegraft_lab.viz import tree_figure
 
-    assert set(RECORDABLE) == set(METHODS) - {"ar", "hf-stock", "hf-assisted"}  # every bench method with a tree
-    pair = load_pair("smollm2-pocket", dtype="float32")
-    prompt = "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox"
+    pair, reference = pocket
     dec = tree_decoder(pair, method, clock="a100-paper")
     with record(dec) as rec:
-        gen = dec.generate(prompt, max_new_tokens=12)
-    assert gen.token_ids == autoregressive(pair, prompt, 12).token_ids
+        gen = dec.generate(PROMPT, max_new_tokens=12)
+    assert gen.token_ids == reference
     run = rec.to_run()
     assert len(run.steps) >= len(run.rounds) >= 1
     assert set(run.steps["round"]) == set(run.rounds["round"])  # every round has its step rows
