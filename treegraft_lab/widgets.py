@@ -19,7 +19,14 @@ import plotly.graph_objects as go
 
 from treegraft_lab.costs import profile_name  # also imported from here by the notebooks and tests
 from treegraft_lab.viz.caption import PRUNE_WORDS, run_caption, settings_words
-from treegraft_lab.viz.tree import MAX_WIDTH, legend_html, retitle, tree_figure
+from treegraft_lab.viz.tree import (
+    MAX_WIDTH,
+    legend_html,
+    retitle,
+    showcase_round,
+    showcase_step,
+    tree_figure,
+)
 from treegraft_lab.workbench import styled
 
 VERIFY = 0  # the step slider's value for "after verification" (the final, pruned tree)
@@ -141,8 +148,13 @@ class StepThroughViewer(W.VBox):
     (in view in the box), or with "layout: whole round" where every node keeps its place.
     """
 
-    def __init__(self, run, run_id: int = 0, round: int = 0) -> None:
+    def __init__(self, run, run_id: int = 0, round: int | None = None) -> None:
         self.run = run
+        self.why = ""  # why the viewer opened on its round (`viz.showcase_round`), said above the tree
+        step = None
+        if round is None:
+            round, self.why = showcase_round(run, run_id)
+            step = showcase_step(run, round, run_id)
         runs = run.runs["run"].tolist()
         self.pick = W.Dropdown(options=[(self._run_label(r), r) for r in runs], value=run_id, description="run",
                                layout={"width": "32em", "display": "" if len(runs) > 1 else "none"})
@@ -160,12 +172,15 @@ class StepThroughViewer(W.VBox):
                                    value=4, layout={"width": "13em"})  # the others fold into "+m"
         # a draft step drawn alone fits the box (what the step did is in view); the whole round's layout keeps
         # every node in its place from step to step, as wide as the final tree
-        self.placing = W.Dropdown(options=[("layout: this step", False), ("layout: whole round", True)], value=False,
-                                  layout={"width": "11.5em"})
+        # "focus" (default): zoomed to what the step changed, its new nodes and the frontier it expanded
+        self.placing = W.Dropdown(options=[("focus: this step's change", "focus"), ("layout: this step", False),
+                                           ("layout: whole round", True)], value="focus", layout={"width": "15em"})
         self.placing.add_class("tg-placing")
         self.text, self.info = W.HTML(), W.HTML()
         self._busy, self._internal, self._pending = False, True, []
         self._set_run(run_id, round)
+        if step is not None:
+            self.step.value = step
         self.plot = TreeBox()  # a wide tree scrolls sideways, the legend docked above it
         self.figure = self.plot.show(self._figure())
         self._internal = False
@@ -204,9 +219,10 @@ class StepThroughViewer(W.VBox):
 
     def _figure(self) -> go.Figure:
         step = None if self.step.value == VERIFY else int(self.step.value)
+        focus = self.placing.value == "focus"
         return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
                            max_children=self.siblings.value or None, scroll=True, caption=None,  # named above the tree
-                           stable=self.placing.value)
+                           stable=bool(self.placing.value), focus=focus)
 
     def _changed(self, change: dict | None = None) -> None:
         """Redraw for a user's change. The kernel may deliver a change while a redraw is running
@@ -233,7 +249,9 @@ class StepThroughViewer(W.VBox):
                 self.prev.disabled, self.next.disabled = self.round.value <= 0, self.round.value >= self.round.max
                 self.figure = self.plot.show(self._figure())
                 self.text.value = output_html(self.run, self.round.value, self.pick.value)
-                self.info.value = caption_html(run_caption(self.run, self.pick.value)) + info_html(
+                why = (f'<div class="tg-why" style="font-size:12px;color:#555">opened on {html.escape(self.why)}</div>'
+                       if self.why and self.round.value == int(self.why.split()[1].rstrip(":")) else "")
+                self.info.value = caption_html(run_caption(self.run, self.pick.value)) + why + info_html(
                     self.run, self.round.value, self.step.value, self.pick.value) + (
                     f'<div style="font-size:12px;color:#555">the tree is {self.figure.layout.width:,} px wide: scroll '
                     'it sideways (shift + wheel, or the bar under it)</div>' if self.figure.layout.width > MAX_WIDTH else "")
@@ -474,9 +492,12 @@ class SchedulePlayground(W.VBox):
     line says what changed, the replay button asks to be pressed).
     """
 
-    def __init__(self, pair, run, round: int = 0, run_id: int = 0, clock: str | None = None,
+    def __init__(self, pair, run, round: int | None = None, run_id: int = 0, clock: str | None = None,
                  prune: str | None = None, repeats: int = 3, warmup: bool = True) -> None:
         self.pair, self.run, self.run_id = pair, run, run_id
+        self.why = ""  # why it opened on its round (`viz.showcase_round`; None: that round)
+        if round is None:
+            round, self.why = showcase_round(run, run_id)
         self.warmup = warmup  # one untimed replay of every setting (and plain decoding) before the timed ones
         row = _row(run.runs, run=run_id)
         self.cfg = json.loads(row["config"]) if row is not None else {}
@@ -537,6 +558,8 @@ class SchedulePlayground(W.VBox):
         self.status.value = (caption_html(f"recorded: {run_caption(self.run, self.run_id)}") +
                              f"round {self.round_idx} of run {self.run_id}: starts after {len(self.context)} committed "
                              f"tokens ({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay.")
+        if self.why and self.round_idx == int(self.why.split()[1].rstrip(":")):
+            self.status.value += f' <span class="tg-why" style="color:#555">(opened on {html.escape(self.why)})</span>'
         if self.pair is None:
             self.button.disabled = True
             self.status.value += " <b>No model pair given: replay is off.</b>"

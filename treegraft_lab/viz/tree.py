@@ -380,6 +380,35 @@ def _canvas(pos: dict, width: int | None = None, depth: int | None = None,
     return width, height, px_per_x, xr, yr
 
 
+FOCUS_ROWS = 5  # depth rows a focused view shows at most around a step's new nodes (more: they get closer)
+FOCUS_MIN_COLS = 8  # leaf columns a focused view spans at least (it zooms no closer than this)
+
+
+def step_nodes(rows: pd.DataFrame, step: int) -> list[int]:
+    """The nodes a draft step added (created at `step`) and the frontier it expanded: what a view of
+    that step must show."""
+    new = rows["created_step"] == step
+    front = rows["in_frontier"].astype(bool) if "in_frontier" in rows else False
+    return [int(v) for v in rows["node"][new | front]]
+
+
+def focus_ranges(pos: dict, nodes: list[int], xr: list, yr: list, plot_w: float) -> tuple[list, list]:
+    """Axis ranges that hold every one of `nodes` (a step's new nodes and its frontier) with a margin,
+    inside the whole tree's ranges `xr`, `yr`: the part of the tree the step changed, in view."""
+    pts = [pos[v] for v in nodes if v in pos]
+    if not pts:
+        return xr, yr
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    lo, hi = min(xs), max(xs)
+    want = max(hi - lo, FOCUS_MIN_COLS - 1)
+    pad = max(0.7, EDGE_PX * want / max(plot_w - 2 * EDGE_PX, 1.0))
+    mid = (lo + hi) / 2
+    x0, x1 = min(lo, mid - want / 2) - pad, max(hi, mid + want / 2) + pad
+    x0, x1 = max(x0, xr[0]), min(x1, xr[1])
+    top, bottom = max(ys), min(ys)
+    return [x0, x1], [max(bottom - 0.45, yr[0]), min(top + 1.3, yr[1])]  # one row above: the parents of the new nodes
+
+
 def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> str:
     rd = run.rounds[(run.rounds["run"] == run_id) & (run.rounds["round"] == round)]
     head = f"round {round}"
@@ -397,7 +426,7 @@ def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> st
 
 def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stable: bool = True,
                 show_pruned: bool = True, width: int | None = None, max_children: int | None = MAX_CHILDREN,
-                scroll: bool = False, caption: str | None = "") -> go.Figure:
+                scroll: bool = False, caption: str | None = "", focus: bool = False) -> go.Figure:
     """The draft tree of `round` after draft `step` (None: the final pruned and verified tree).
 
     stable: lay out every node the round ever created, so nodes keep their place from step to
@@ -407,7 +436,9 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     (None: all); kept nodes are always drawn. scroll: as wide as the tree needs (LEAF_PX per
     leaf), for a box that scrolls sideways. caption: the line under the title naming the pair,
     prompt, settings and profile ("": the run's own, `caption.run_caption`; None: none, for a
-    view that names them beside the figure).
+    view that names them beside the figure). focus (a draft step): the axes zoomed to what the
+    step changed, its new nodes and the frontier it expanded, in a figure that fits the screen;
+    the rest of the tree lies around it (drag to pan).
     """
     from treegraft_lab.viz.caption import run_caption
 
@@ -420,11 +451,19 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
         shown = shown_nodes(final_rows, max_children)
         final_rows, rows = fold(final_rows, shown), fold(rows, shown)
     pos = tidy_layout(final_rows if stable and (show_pruned or step is not None) else rows)
-    width, height, px_per_x, xr, yr = _canvas(pos, width, depth=int(rows["depth"].max()), scroll=scroll)  # no empty rows below
+    focus = focus and step is not None
+    width, height, px_per_x, xr, yr = _canvas(pos, width, depth=int(rows["depth"].max()), scroll=scroll and not focus)
+    if focus:
+        m = _margin(scroll)
+        xr, yr = focus_ranges(pos, step_nodes(rows, step), xr, yr, width - m["l"] - m["r"])
+        px_per_x = (width - m["l"] - m["r"]) / (xr[1] - xr[0])
+        height = max(int(ROW_PX * min(yr[1] - yr[0], FOCUS_ROWS + 0.75) + m["t"] + m["b"] + 20), MIN_HEIGHT)
     labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
     fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
     _style(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, width), scroll=scroll)
+    if focus:
+        fig.update_layout(dragmode="pan")
     if scroll:  # no legend entry at all (plotly was seen to draw the legend after a redraw despite showlegend=False)
         for t in fig.data:
             t.meta, t.showlegend = ("legend key" if t.showlegend else None), False
@@ -527,10 +566,12 @@ def captioned(title: str, caption: str | None, width: int) -> str:
 
 def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, width: int | None = None,
                      max_children: int | None = MAX_CHILDREN, caption: str | None = "") -> go.Figure:
-    """One frame per draft step of `round`, then the pruned and verified tree; play and slider.
-    max_children: children drawn per parent, the rest folded into one "+m" node (None: all).
-    caption: the line under the title naming the pair, prompt, settings and profile ("": the
-    run's own, `caption.run_caption`; None: none)."""
+    """One frame per draft step of `round`, then the pruned and verified tree; play and slider above
+    the tree. Each step's frame is zoomed to what the step changed (its new nodes and the frontier
+    it expanded, `focus_ranges`; drag to pan), the verify frame shows the whole tree, in a figure
+    that fits the screen with its controls. max_children: children drawn per parent, the rest
+    folded into one "+m" node (None: all). caption: the line under the title naming the pair,
+    prompt, settings and profile ("": the run's own, `caption.run_caption`; None: none)."""
     from treegraft_lab.viz.caption import run_caption
 
     caption = run_caption(run, run_id) if caption == "" else caption
@@ -538,32 +579,72 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
     shown = shown_nodes(final_rows, max_children) if max_children else None
     final_rows = fold(final_rows, shown) if shown else final_rows
     pos = tidy_layout(final_rows)
-    width, height, px_per_x, xr, yr = _canvas(pos, width)
+    width, _, px_per_x, xr, yr = _canvas(pos, width)
+    plot_w = width - MARGIN["l"] - MARGIN["r"]
+    height = int(ROW_PX * (FOCUS_ROWS + 0.75) + 20)  # the plot area: FOCUS_ROWS rows around each step's change
     steps = sorted(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].unique())
     frames = []
     for k in [*steps, None]:
         rows = final_rows if k is None else _round_rows(run, round, int(k), run_id)
         rows = fold(rows, shown) if shown and k is not None else rows
+        fx, fy = (xr, yr) if k is None else focus_ranges(pos, step_nodes(rows, int(k)), xr, yr, plot_w)
+        ppx = plot_w / (fx[1] - fx[0])
         name = "verify" if k is None else f"step {k}"
         title = captioned(_title(run, round, None if k is None else int(k), run_id, int(max(steps))), caption, width)
-        frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=k is None),
-                               layout={"title": {"text": title}}))
+        frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, ppx, fx), final=k is None),
+                               layout={"title": {"text": title}, "xaxis": {"range": fx}, "yaxis": {"range": fy}}))
     fig = go.Figure(data=frames[0].data, frames=frames)
-    _style(fig, width, height + 125, xr, yr, frames[0].layout.title.text,
-           lines=max(title_lines(f.layout.title.text) for f in frames))  # every frame's title fits
+    lines = max(title_lines(f.layout.title.text) for f in frames)  # every frame's title fits
+    controls = 86  # px between the title and the plot: the play buttons, and the slider beside them
+    _style(fig, width, height + controls, frames[0].layout.xaxis.range, frames[0].layout.yaxis.range,
+           frames[0].layout.title.text, lines=lines)
+    fig.update_layout(margin={"t": fig.layout.margin.t + controls, "b": 10}, dragmode="pan")
     for f in frames:
         f.layout.title.y = _title_y(f.layout.title.text, fig.layout.height)
     anim = {"frame": {"duration": duration_ms, "redraw": True}, "transition": {"duration": 0}, "mode": "immediate"}
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    above = 1 + (controls - 6) / plot_h  # the controls' top, 6 px under the title's block
     fig.update_layout(
-        margin={"b": 135},  # the buttons, and the slider on its own row below them
-        updatemenus=[{"type": "buttons", "direction": "left", "x": 0.0, "y": -0.02, "xanchor": "left", "yanchor": "top",
+        updatemenus=[{"type": "buttons", "direction": "left", "x": 0.0, "y": above, "xanchor": "left", "yanchor": "top",
+                      "pad": {"t": 0, "b": 0},
                       "buttons": [{"label": "▶ play", "method": "animate", "args": [None, {**anim, "fromcurrent": True}]},
                                   {"label": "❚❚ pause", "method": "animate", "args": [[None], {**anim, "frame": {"duration": 0}}]}]}],
-        sliders=[{"active": 0, "x": 0.0, "y": -0.02, "len": 0.9, "yanchor": "top", "pad": {"t": 48, "b": 0},
-                  "currentvalue": {"prefix": "showing: "},
+        sliders=[{"active": 0, "x": 0.25, "y": above, "len": 0.75, "yanchor": "top", "pad": {"t": 0, "b": 0},
+                  "currentvalue": {"prefix": "showing: ", "offset": 4},
                   "steps": [{"label": f.name, "method": "animate", "args": [[f.name], anim]} for f in frames]}],
     )
-    # 8 px under the plot at any height: a paper-relative offset would drop the slider out of a deep tree's figure
-    below = -8 / (fig.layout.height - fig.layout.margin.t - fig.layout.margin.b)
-    fig.layout.updatemenus[0].y = fig.layout.sliders[0].y = below
     return fig
+
+
+def showcase_round(run, run_id: int = 0) -> tuple[int, str]:
+    """The round a view opens on, and why in words: the first round where a mid step reselected an
+    earlier node (a frontier node above the depth the previous step reached: WHERE at work) and the
+    target accepted a node the mid drafter drafted; else the first with either; else the round
+    that accepted most."""
+    st, tr = run.steps[run.steps["run"] == run_id], run.tree[run.tree["run"] == run_id]
+    reselect = set(st["round"][st["call_mid"].astype(bool) & (st["reselected_earlier"].fillna(0) > 0)])
+    acc = tr[tr["accepted"].astype(bool) & (tr["parent"] >= 0)]
+    mid_acc = set(acc["round"][acc["drafted_by"].isin(["mid", "both"])])
+    sorted(run.rounds["round"][run.rounds["run"] == run_id])
+    for want, why in ((reselect & mid_acc, "a mid step reselects an earlier node and the accepted path goes through "
+                                          "a node the mid drafter drafted"),
+                      (mid_acc, "the accepted path goes through a node the mid drafter drafted"),
+                      (reselect, "a mid step reselects an earlier node")):
+        if want:
+            r = min(want)
+            return int(r), f"round {r}: {why}"
+    rd = run.rounds[run.rounds["run"] == run_id]
+    if not len(rd):
+        return 0, "round 0"
+    r = int(rd.sort_values(["accepted", "round"], ascending=[False, True])["round"].iloc[0])
+    return r, f"round {r}: the round that accepted most (no mid step in this run reselected an earlier node or drafted an accepted one)"
+
+
+def showcase_step(run, round: int, run_id: int = 0) -> int | None:
+    """The draft step of `round` a view opens on: its first mid step that reselected an earlier node,
+    else its first mid step, else None (the first step)."""
+    st = run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round) & run.steps["call_mid"].astype(bool)]
+    if not len(st):
+        return None
+    re = st[st["reselected_earlier"].fillna(0) > 0]
+    return int((re if len(re) else st)["step"].min())

@@ -1,0 +1,91 @@
+"""The views open where the mechanisms show, and keep what a step changed in view.
+
+On the notebooks' recorded sample run (the offline pair, schedule 10101, 96 tokens, budget 63: the run
+01, 02 and 06 open), the round the views open on has a mid step that reselects an earlier node and an
+accepted node the mid drafter drafted; at every draft step of every round, the step's new nodes and its
+frontier lie inside the focused figure's axes (the step-through viewer and every frame of the animation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from treegraft_lab import viz
+from treegraft_lab.viz.tree import step_nodes
+
+
+@pytest.fixture(scope="module")
+def sample(smollm2_dir):
+    from treegraft_lab import DecodeConfig, load_pair
+    from treegraft_lab import workbench as wb
+
+    S = wb.sizes(False)
+    cfg = DecodeConfig(schedule="10101", prune="topk", budget=S.budget, clock="a100-paper")  # a mask: decisions read no clock
+    return wb.record_runs(load_pair("smollm2-pocket", dtype="float32"), [wb.SAMPLE_PROMPT], cfg, S.max_new_tokens)
+
+
+def points(fig, step: int) -> list[tuple[float, float]]:
+    """(x, y) of every drawn node created at `step` (customdata[1] is a node's created step)."""
+    out = []
+    for t in fig.data:
+        if t.customdata is not None and t.x is not None:
+            out += [(x, y) for x, y, c in zip(t.x, t.y, t.customdata) if c[0] >= 0 and c[1] == step]
+    return out
+
+
+def inside(pts, xr, yr) -> bool:
+    return all(xr[0] <= x <= xr[1] and yr[0] <= y <= yr[1] for x, y in pts)
+
+
+@pytest.mark.slow
+def test_the_views_open_on_a_round_where_the_mid_drafter_reselects_and_drafts_an_accepted_node(sample):
+    rd, why = viz.showcase_round(sample)
+    assert "reselects an earlier node and the accepted path goes through" in why, why
+    st = sample.steps[sample.steps["round"] == rd]
+    assert (st["call_mid"].astype(bool) & (st["reselected_earlier"] > 0)).any()
+    tr = sample.tree[(sample.tree["round"] == rd) & sample.tree["accepted"].astype(bool) & (sample.tree["parent"] >= 0)]
+    assert tr["drafted_by"].isin(["mid", "both"]).any()
+    step = viz.showcase_step(sample, rd)
+    assert bool(st[st["step"] == step]["call_mid"].iloc[0]) and float(st[st["step"] == step]["reselected_earlier"].iloc[0]) > 0
+
+
+@pytest.mark.slow
+def test_every_step_keeps_its_new_nodes_inside_the_focused_figure(sample):
+    checked = 0
+    rounds = sorted({*sample.rounds["round"][:8], viz.showcase_round(sample)[0]})  # the first rounds, and the one views open
+    for rd in rounds:
+        steps = sorted(sample.steps[sample.steps["round"] == rd]["step"])
+        anim = viz.growth_animation(sample, int(rd))
+        frames = {f.name: f for f in anim.frames}
+        for k in steps:
+            fig = viz.tree_figure(sample, int(rd), int(k), scroll=True, caption=None, focus=True)
+            pts = points(fig, int(k))
+            assert inside(pts, fig.layout.xaxis.range, fig.layout.yaxis.range), (rd, k)
+            assert fig.layout.height <= 800 - 200  # with the viewer's controls above it, on a 1280 x 800 screen
+            f = frames[f"step {k}"]
+            assert inside(points(go_figure(f), int(k)), f.layout.xaxis.range, f.layout.yaxis.range), (rd, k)
+            checked += len(pts)
+    assert checked > 100  # the steps drew new nodes, and each was checked
+    assert anim.layout.height <= 800 - 150  # play, slider and the tree on one 1280 x 800 screen
+    assert all(m.y > 1 for m in anim.layout.updatemenus) and all(s.y > 1 for s in anim.layout.sliders)  # above the tree
+
+
+def go_figure(frame):
+    import plotly.graph_objects as go
+
+    return go.Figure(data=frame.data)
+
+
+def test_a_focus_holds_the_nodes_it_is_given_and_stays_inside_the_tree():
+    pos = {i: (float(i), -float(i % 3)) for i in range(40)}
+    xr, yr = [-1.0, 40.0], [-2.45, 0.3]
+    fx, fy = viz.focus_ranges(pos, [20, 21, 25], xr, yr, 600)
+    assert fx[0] <= 20 and fx[1] >= 25 and fy[0] <= -2 and fy[1] >= -1
+    assert fx[0] >= xr[0] and fx[1] <= xr[1] and fx[1] - fx[0] < xr[1] - xr[0]  # zoomed in, not past the tree
+    assert viz.focus_ranges(pos, [], xr, yr, 600) == (xr, yr)  # nothing new: the whole tree
+
+
+def test_step_nodes_are_the_nodes_created_at_the_step_and_the_frontier():
+    import pandas as pd
+
+    rows = pd.DataFrame({"node": [0, 1, 2, 3], "created_step": [0, 1, 2, 2], "in_frontier": [False, True, False, False]})
+    assert step_nodes(rows, 2) == [1, 2, 3]
