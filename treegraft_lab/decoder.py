@@ -665,11 +665,16 @@ def replay_round(pair, context_ids: list[int], config: DecodeConfig, prompt_len:
     The schedule playground and the scheduler's analysis use it to compare settings on one state;
     pass the `profile` resolved (as to `TreeGraftDecoder`): nothing is measured here.
     """
-    dec = TreeGraftDecoder(pair, config, profile=profile)
+    return record_round(TreeGraftDecoder(pair, config, profile=profile), context_ids, prompt_len)
+
+
+def record_round(dec: TreeGraftDecoder, context_ids: list[int], prompt_len: int | None = None):
+    """ONE round of decoder `dec` (any drafter: a baseline's, a user's) from the state "`context_ids`
+    committed", recorded: (RoundInfo, Run). Two decoders from the same state draw comparable trees."""
     with record(dec) as rec:
         dec.start(list(context_ids), prompt_len=prompt_len)
         dec.emit("run.start", prompt_ids=list(context_ids))
-        info, emitted = dec._oracle_round() if config.schedule == "oracle" else dec.run_round()
+        info, emitted = dec._oracle_round() if dec.config.schedule == "oracle" else dec.run_round()
         gen = Generation(emitted, dec.tokenizer.decode(emitted), [info], TreeGraftDecoder._stats(emitted, [info], info.round_s, 0.0))
         dec.emit("run.end", prompt_ids=list(context_ids), generation=gen)
     return info, rec.to_run()

@@ -945,3 +945,61 @@ GROUPED_CSS = [{"selector": "th.col_heading", "props": "white-space: normal"},  
                {"selector": "td.col0", "props": "white-space: normal; min-width: 7em"},
                {"selector": "caption", "props": "caption-side: top; text-align: left; font-size: 12px; color: #444"},
                {"selector": "th, td", "props": "padding: 2px 4px"}]  # 13 columns: narrower gaps keep the table in 848 px
+
+
+# ---------------------------------------------------------------------------- two trees side by side
+
+
+class CompareView(W.VBox):
+    """Two methods draft one round start of a recorded run; their verified trees side by side,
+    aligned by node (`viz.compare.side_by_side`), and what the target accepted from each by depth."""
+
+    def __init__(self, pair, run, round: int | None = None, run_id: int = 0,
+                 methods: tuple[str, str] = ("10101", "hf-pld")) -> None:
+        from treegraft_lab.workbench import COMPARE_METHODS
+
+        self.pair, self.run, self.run_id = pair, run, run_id
+        if round is None:
+            round, _ = showcase_round(run, run_id)
+        rounds = sorted(run.rounds[run.rounds["run"] == run_id]["round"])
+        self.pick_round = W.Dropdown(options=[int(r) for r in rounds], value=int(round), description="round start",
+                                     layout={"width": "14em"})
+        opts = [(name, m) for m, name in COMPARE_METHODS.items()]
+        self.a = W.Dropdown(options=opts, value=methods[0], description="left", layout={"width": "17em"})
+        self.b = W.Dropdown(options=opts, value=methods[1], description="right", layout={"width": "17em"})
+        self.button = W.Button(description="draft both", button_style="primary", icon="play", layout={"width": "12em"})
+        self.button.add_class("tg-compare-go")
+        self.button.on_click(lambda _b: self.compare())
+        self.status, self.table = W.HTML(), W.HTML()
+        self.out = W.Output()
+        self.figure = go.Figure()
+        super().__init__([W.HBox([self.pick_round, self.a, self.b, self.button], layout={"gap": "0.5em"}),
+                          self.status, self.out, self.table])
+        self.add_class("tg-compare")
+        if pair is None:
+            self.button.disabled = True
+            self.status.value = "<b>No model pair given: drafting is off.</b>"
+
+    def compare(self) -> go.Figure:
+        """Draft the round start with both methods and draw them."""
+        from treegraft_lab.viz.compare import depth_table, kept_rows, side_by_side
+        from treegraft_lab.workbench import COMPARE_METHODS, compare_round
+
+        a, b, rd = self.a.value, self.b.value, int(self.pick_round.value)
+        self.button.disabled = True
+        self.status.value = f"drafting round {rd} with {COMPARE_METHODS[a]} and {COMPARE_METHODS[b]} ..."
+        try:
+            runs = compare_round(self.pair, self.run, rd, (a, b) if a != b else (a,), self.run_id)
+            ra, rb = runs[a], runs[b]
+            names = (COMPARE_METHODS[a], COMPARE_METHODS[b])
+            self.figure = side_by_side(ra, rb, names, caption=html.escape(run_caption(self.run, self.run_id)))
+            draw(self.out, self.figure)
+            table = depth_table(kept_rows(ra), kept_rows(rb), names)
+            self.table.value = ("<div style='font-size:12px'>acceptance by depth: nodes each method verified and "
+                                "whether the target accepted its node there</div>" + table.to_html(index=False))
+            self.status.value = (f"round {rd} start ({len(ra.runs.iloc[0]['prompt_ids'])} tokens committed): "
+                                 f"{names[0]} accepts {int(ra.rounds.iloc[0]['accepted'])}, {names[1]} accepts "
+                                 f"{int(rb.rounds.iloc[0]['accepted'])} draft tokens (+1 bonus each)")
+        finally:
+            self.button.disabled = self.pair is None
+        return self.figure

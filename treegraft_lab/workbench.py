@@ -444,3 +444,33 @@ def signal_importance(table: pd.DataFrame, signals, target: str = "accepted", n_
     out = pd.DataFrame(rows).sort_values("gain_over_k", ascending=False, ignore_index=True)
     out.attrs.update(r2_all=full, r2_k_only=k_only, folds=max(1, n))
     return out
+
+
+COMPARE_METHODS = {  # bench method -> its name in the views (`bench.tree_decoder` builds each)
+    "10101": "TreeGraft 10101", "small": "all-small", "mid": "all-mid", "adaptive": "TreeGraft adaptive",
+    "hf-pld": "prompt lookup", "suffix": "suffix decoding", "recycling": "Token Recycling", "csd": "cascade (CSD)",
+}
+
+
+def compare_round(pair: Any, run: Any, round: int, methods: tuple[str, ...] = ("10101", "hf-pld"),
+                  run_id: int = 0) -> dict[str, Any]:
+    """Each of `methods` (`COMPARE_METHODS`) drafts ONE round from the start of `round` of a recorded
+    run (the same committed text), recorded: method -> its one-round Run (`decoder.record_round`).
+    The budget and pruning are the recorded run's; Token Recycling starts with an empty matrix
+    (it learns from the target's verified logits over a run, here one round)."""
+    import json
+
+    from treegraft_lab import measure
+    from treegraft_lab.bench import tree_decoder
+    from treegraft_lab.decoder import record_round
+
+    cfg = json.loads(run.runs[run.runs["run"] == run_id].iloc[0]["config"])
+    prompt_len = len(run.runs[run.runs["run"] == run_id].iloc[0]["prompt_ids"])
+    context = round_context(run, round, run_id)
+    clock = current().clock
+    profile = measure.resolve(clock, pair)
+    out = {}
+    for m in methods:
+        dec = tree_decoder(pair, m, budget=cfg.get("budget", 63), prune=cfg.get("prune", "topk"), clock=clock, profile=profile)
+        out[m] = record_round(dec, context, prompt_len)[1]
+    return out
