@@ -625,9 +625,93 @@ def step_right(root: str):
     return redraw
 
 
+# Where the nodes a draft step added are drawn: {step, added, outside} for the plotly figure `root` shows, `outside`
+# counting those whose marker centre lies outside the plot area or outside the browser's window (the reader does
+# not see them). A node's trace and point are found from the figure's data: customdata [node, created step, ...].
+ADDED_JS = r"""root => {
+  const gd = document.querySelector(root + ' .js-plotly-plot');
+  const title = (gd.querySelector('.gtitle') || {}).textContent || '';
+  const m = title.match(/after draft step (\d+)/) || (gd.querySelector('g.slider-group > text.slider-label') || {textContent: ''})
+    .textContent.match(/step (\d+)/);
+  if (!m) return {step: null, added: 0, outside: 0};
+  const step = +m[1], area = gd.querySelector('g.draglayer .nsewdrag').getBoundingClientRect();
+  const traces = gd.querySelectorAll('.scatterlayer .trace');
+  let added = 0, outside = 0;
+  gd.data.forEach((t, i) => (t.customdata || []).forEach((c, j) => {
+    if (c[0] < 0 || c[1] !== step || t.x[j] === null) return;
+    added += 1;
+    const el = traces[i] && traces[i].querySelectorAll('.point')[j];
+    if (!el) { outside += 1; return; }
+    const r = el.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;
+    if (x < area.left - 1 || x > area.right + 1 || y < area.top - 1 || y > area.bottom + 1 ||
+        x < 0 || x > window.innerWidth || y < 0 || y > window.innerHeight) outside += 1;
+  }));
+  return {step, added, outside};
+}"""
+
+# The top and bottom (px in the window) of the elements matching each selector under `root`, together.
+SPAN_JS = r"""([root, sels]) => {
+  const rs = sels.map(s => document.querySelector(root + ' ' + s)).filter(e => e).map(e => e.getBoundingClientRect());
+  return {found: rs.length, top: Math.min(...rs.map(r => r.top)), bottom: Math.max(...rs.map(r => r.bottom))};
+}"""
+
+
+def on_one_screen(page, root: str, sels: list[str], height: int = 800) -> dict:
+    """Scroll so that the elements `sels` under `root` start at the window's top; their span (px)."""
+    page.evaluate("([root, s]) => document.querySelector(root + ' ' + s).scrollIntoView({block: 'start'})", [root, sels[0]])
+    time.sleep(0.3)
+    span = page.evaluate(SPAN_JS, [root, sels])
+    assert span["found"] == len(sels), (root, sels, span)
+    assert span["bottom"] - span["top"] <= height, f"{root}: {sels} span {span['bottom'] - span['top']:.0f} px"
+    return span
+
+
+def added_in_view(page, root: str) -> dict:
+    """The step `root`'s figure shows: every node it added is in view (or the check says which are not)."""
+    got = page.evaluate(ADDED_JS, root)
+    assert got["outside"] == 0, f"{root}: {got['outside']} of the {got['added']} nodes step {got['step']} added are out of view"
+    return got
+
+
+def every_step_in_view(page, name: str = "01_step_through.ipynb") -> None:
+    """At 1280 x 800: the viewer's controls and its tree on one screen, and at every draft step of the round it
+    opens on, every node the step added inside the visible figure; then the side-by-side view of two methods."""
+    view, title = ".tg-viewer", ".tg-viewer .js-plotly-plot .gtitle"
+    (ARTIFACTS / "moves").mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1280, "height": 800})
+    assert "opened on round" in page.locator(".tg-viewer .tg-why").first.text_content()
+    handle = page.locator(".tg-step-slider [role=slider]").first
+    handle.scroll_into_view_if_needed()
+    handle.focus()
+    page.keyboard.press("Home")
+    page.wait_for_function(f"() => document.querySelector('{title}').textContent.includes('after draft step 1')", timeout=60_000)
+    seen = []
+    for _ in range(12):
+        on_one_screen(page, view, [".tg-step-slider", ".js-plotly-plot g.draglayer .nsewdrag"])
+        got = added_in_view(page, view)
+        seen.append(got)
+        page.screenshot(path=str(ARTIFACTS / "moves" / f"focus_{name.removesuffix('.ipynb')}_step{got['step']}.png"))
+        before = plot_title(page, view)
+        handle.focus()
+        page.keyboard.press("ArrowRight")
+        wait_changed(page, title, before)
+        if "verified" in plot_title(page, view):
+            break
+    assert len(seen) >= 2 and sum(s["added"] for s in seen) > 0, seen
+    cmp_ = ".tg-compare"
+    page.wait_for_selector(f"{cmp_} .js-plotly-plot .main-svg", timeout=120_000)
+    subtitles = page.locator(f"{cmp_} .js-plotly-plot .annotation-text").all_text_contents()
+    assert sum("accepted" in t for t in subtitles) == 2, subtitles  # two trees, each with what the target accepted
+    assert page.locator(f"{cmp_} table").count() == 1  # acceptance by depth
+    shoot(page, page.locator(cmp_).first, ARTIFACTS / "moves" / "compare_01.png")
+    page.set_viewport_size(VIEWPORT)
+
+
 def interact_01(page, name: str = "01_step_through.ipynb") -> None:
     title, view = ".tg-viewer .js-plotly-plot .gtitle", ".tg-viewer"
-    assert not nodes_outside(page, view)  # step 1 of round 0, laid out on its own nodes
+    every_step_in_view(page, name)
+    placing(page, "layout: this step", wide=False)
+    assert not nodes_outside(page, view)  # a step laid out on its own nodes fits the box
     t0 = time.perf_counter()
     placing(page, "layout: whole round", wide=True)  # every node in its final place: as wide as the round's tree
     moved(page, name, "layout whole round", t0, view)
@@ -692,6 +776,9 @@ def interact_01(page, name: str = "01_step_through.ipynb") -> None:
 
 def interact_02(page, name: str = "02_tree_growth_animation.ipynb") -> None:
     shown = ".js-plotly-plot g.slider-group > text.slider-label"  # "showing: step 1"
+    page.set_viewport_size({"width": 1280, "height": 800})
+    anim = ".jp-OutputArea-output:has(g.updatemenu-button)"
+    on_one_screen(page, anim, ["g.updatemenu-button", "g.draglayer .nsewdrag"])  # play and the tree on one screen
     before = page.locator(shown).first.text_content()
     t0 = time.perf_counter()
     page.locator(".js-plotly-plot g.updatemenu-button", has_text="play").first.click()
@@ -700,6 +787,12 @@ def interact_02(page, name: str = "02_tree_growth_animation.ipynb") -> None:
     for _ in range(60):  # every frame is checked while the animation plays
         label = page.locator(shown).first.text_content()
         found = check_cell(page, ".js-plotly-plot")
+        if "step" in label:  # the nodes this frame's step added are in view (re-read once if caught mid-frame)
+            got = page.evaluate(ADDED_JS, anim)
+            if got["outside"]:
+                time.sleep(0.15)
+                got = page.evaluate(ADDED_JS, anim)
+            found = found + ([("added-out-of-view", f"{label}: {got}")] if got["outside"] else [])
         if found:  # caught mid-transition (markers restyled before the title)? read the same frame once more
             time.sleep(0.1)
             found = check_cell(page, ".js-plotly-plot") if page.locator(shown).first.text_content() == label else []
@@ -710,6 +803,7 @@ def interact_02(page, name: str = "02_tree_growth_animation.ipynb") -> None:
     moved(page, name, "played to verify", t0, ".js-plotly-plot")
     assert any("step" in k for k in seen) and any("verify" in k for k in seen), seen.keys()
     assert not [p for v in seen.values() for p in v], seen
+    page.set_viewport_size(VIEWPORT)
 
 
 def replay_06(page, name: str, what: str, done_js: str) -> None:

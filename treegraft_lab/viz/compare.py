@@ -25,7 +25,7 @@ from treegraft_lab.viz.tree import (
 )
 
 ONLY_COLOR = "#d62728"  # the ring of a node only one of the two trees verified
-PANEL_W = 560  # px per tree
+WIDTH = 840  # px: the two trees fit JupyterLab's output area on a 1280 px screen
 
 
 def kept_rows(run, round: int = 0, run_id: int = 0) -> pd.DataFrame:
@@ -80,7 +80,7 @@ def side_by_side(run_a, run_b, names: tuple[str, str], round_a: int = 0, round_b
     xr = [min(xs) - 0.8, max(xs) + 0.8]
     depth = int(max(a["depth"].max(), b["depth"].max()))
     yr = [-depth - 0.45, 0.35]
-    px_per_x = (PANEL_W - 20) / (xr[1] - xr[0])
+    px_per_x = (WIDTH / 2 - 20) / (xr[1] - xr[0])
     titles = []
     for name, rows, other in ((names[0], a, b), (names[1], b, a)):
         acc = int(rows["accepted"].astype(bool).sum()) - 1
@@ -98,15 +98,16 @@ def side_by_side(run_a, run_b, names: tuple[str, str], round_a: int = 0, round_b
                                  marker={"symbol": "circle-open", "size": 24, "color": ONLY_COLOR, "line": {"width": 2}}),
                       row=1, col=col)
     axis = {"visible": False, "showgrid": False, "zeroline": False}
-    height = max(int(ROW_PX * (depth + 1) + 150), MIN_HEIGHT + 60)
+    height = max(int(ROW_PX * (depth + 1) + 190), MIN_HEIGHT + 100)
     fig.update_xaxes(**axis, range=xr)
     fig.update_yaxes(**axis, range=yr)
     title = "one round start, two methods: nodes at the same place are the same token path"
-    fig.update_layout(width=2 * PANEL_W + 200, height=height, plot_bgcolor="white", paper_bgcolor="white",
-                      margin={"l": 10, "r": 190, "t": 100, "b": 10}, dragmode="pan",
+    fig.update_layout(width=WIDTH, height=height, plot_bgcolor="white", paper_bgcolor="white",
+                      margin={"l": 10, "r": 10, "t": 100, "b": 90}, dragmode="pan",
                       title={"text": title + (f"<br><span style='font-size:12px;color:#444'>{caption}</span>" if caption else ""),
                              "x": 0.01, "xanchor": "left", "y": 0.98, "yanchor": "top", "font": {"size": 14}},
-                      legend={"x": 1.01, "xanchor": "left", "y": 1.0, "font": {"size": 11}},
+                      legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.02, "yanchor": "top",
+                              "font": {"size": 11}},
                       hoverlabel={"font": {"family": FONT, "size": 11}})
     for ann in fig.layout.annotations:  # the subplot titles
         ann.font = {"size": 12, "family": FONT, "shadow": HALO}
