@@ -276,3 +276,31 @@ def test_a_schedule_decoded_at_one_ratio_is_drawn_large_on_top_and_named_in_word
     assert "adaptive: family scheduler (reads T_tgt, T_mid)" in lines
     assert all(single.get_zorder() > ln.get_zorder() and single.get_markersize() > ln.get_markersize() for ln in others)
     assert [ax.get_title() for ax in fig.axes[:3]] == [title for _, title in PANELS]  # the panels keep their titles
+
+
+def test_capture_is_the_share_of_the_oracles_gain_over_the_better_endpoint_in_the_cells_where_it_is_large():
+    import pandas as pd
+
+    from treegraft_lab import regime
+
+    c = pd.DataFrame({"oracle_gain": [1.2, 1.5, 1.1, 1.3], "s_gain": [1.1, 1.0, 1.09, 0.9]})
+    cap = regime.capture(c, "s")
+    assert cap["cells"] == 3 and cap["priced"] == 3  # 1.1x is below the 1.15x threshold
+    assert cap["mean_capture"] == pytest.approx((0.5 + 0.0 + (-0.1 / 0.3)) / 3)
+    assert cap["pooled_capture"] == pytest.approx((0.1 + 0.0 - 0.1) / (0.2 + 0.5 + 0.3))
+    assert cap["below_098"] == 1
+    assert regime.capture(c, "missing")["priced"] == 0
+
+
+def test_regime_capture_json_prints_one_object_per_scheduler_from_the_stored_map(capsys):
+    import json
+
+    from treegraft_lab.cli import main
+
+    assert main(["regime", "--capture", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    fam = out["schedulers"]["adaptive-family"]
+    assert {"mean_capture", "cells", "below_098", "split"} <= set(fam)
+    assert fam["cells"] >= 1 and "eval" in fam["split"]
+    assert "adaptive-map" in out["schedulers"]
+    assert -1 <= fam["mean_capture"] <= 1

@@ -738,3 +738,30 @@ def acceptance_text(a: dict, scheduler: str) -> str:
         return head + f" of them ({a['reached']}/{a['cells']})."
     return head + (f" of the {a['priced']} it was priced at ({a['cells'] - a['priced']} not priced): "
                    f"{a['reached']}/{a['cells']} of all.")
+
+
+def capture(c: pd.DataFrame, scheduler: str, oracle_min: float = 1.15, floor: float = 0.98) -> dict:
+    """How much of the oracle's gain `scheduler` takes, over the `cells` rows where the oracle is at
+    least `oracle_min` x the better endpoint: per cell capture = (S - better) / (oracle - better)
+    = (S_gain - 1) / (oracle_gain - 1) (1: all of the oracle's gain, 0: the better endpoint's speed,
+    < 0: slower than it); `mean_capture` over those cells where it was priced, `pooled_capture` (the
+    gains summed over the cells first), `cells`, `priced`, and `below_098` (cells where S < `floor` x
+    the better endpoint)."""
+    hot = c[c["oracle_gain"] >= oracle_min]
+    g = hot[f"{scheduler}_gain"] if f"{scheduler}_gain" in hot else pd.Series(np.nan, index=hot.index)
+    ok = g.notna()
+    per = (g[ok] - 1) / (hot["oracle_gain"][ok] - 1)
+    pooled = float((g[ok] - 1).sum() / (hot["oracle_gain"][ok] - 1).sum()) if ok.any() else math.nan
+    return {"mean_capture": float(per.mean()) if ok.any() else math.nan, "pooled_capture": pooled,
+            "median_capture": float(per.median()) if ok.any() else math.nan, "cells": int(len(hot)),
+            "priced": int(ok.sum()), "below_098": int((g[ok] < floor).sum()), "oracle_min": oracle_min}
+
+
+def capture_text(cap: dict, scheduler: str) -> str:
+    """`capture` in one sentence."""
+    if not cap["priced"]:
+        return f"{scheduler}: not priced in the {cap['cells']} cells where the oracle is >= {cap['oracle_min']:g}x the better endpoint"
+    return (f"{scheduler} takes {cap['mean_capture']:.0%} of the oracle's gain on average over the {cap['priced']} of "
+            f"{cap['cells']} cells where the oracle is >= {cap['oracle_min']:g}x the better endpoint (pooled "
+            f"{cap['pooled_capture']:.0%}, median {cap['median_capture']:.0%}); below 0.98x the better endpoint in "
+            f"{cap['below_098']}")

@@ -557,7 +557,10 @@ class SchedulePlayground(W.VBox):
         self.context = round_context(self.run, self.round_idx, self.run_id)
         self.status.value = (caption_html(f"recorded: {run_caption(self.run, self.run_id)}") +
                              f"round {self.round_idx} of run {self.run_id}: starts after {len(self.context)} committed "
-                             f"tokens ({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay.")
+                             f"tokens ({self.prompt_len} prompt). Pick a schedule (one button per draft step), then replay. "
+                             "A replay starts its small drafters from the committed text alone (Token Recycling's "
+                             "matrix empty, where the recorded run had learnt it over the earlier rounds), so its tree "
+                             "may hold other nodes than the recorded round's.")
         if self.why and self.round_idx == int(self.why.split()[1].rstrip(":")):
             self.status.value += f' <span class="tg-why" style="color:#555">(opened on {html.escape(self.why)})</span>'
         if self.pair is None:
@@ -776,8 +779,9 @@ class SchedulePlayground(W.VBox):
                                f"interleaved with plain decoding{' after an untimed warm-up' if self.warmup else ''}.") + (
             f' <span title="{html.escape(why)}">Adaptive not shown: see the note beside the profile.</span>'
             if why else "")
+        keep = self.show.value  # the reader's "tree of" choice survives a replay
         self.show.options = list(self.results)
-        self.show.value = next(iter(self.results))
+        self.show.value = keep if keep in self.results else next(iter(self.results))
         self._draw()  # the tree first: when the table changes, the tree below it is already the new one
         df = self.table_frame()
         self.table.value = self.warning_html(df) + self.styled_table(df).to_html()
@@ -873,6 +877,14 @@ class SchedulePlayground(W.VBox):
         """`table_frame()` for display, headers in words: the measured columns under "measured here
         (median of n replays)", eta with its range, the modelled ones under "modelled on <profile>"."""
         df = self.table_frame() if df is None else df
+        if "same decisions as" in df:  # a setting that decided exactly as another is named in that one's row, not repeated
+            attrs, twins = dict(df.attrs), df["same decisions as"].fillna("")
+            alias = {t: [s for s, u in zip(df["setting"], twins) if u == t] for t in set(twins) if t}
+            df = df[twins == ""].copy()
+            df["setting"] = [f"{s} (= {', '.join(alias[s])}: same decisions, timed together)" if s in alias else s
+                             for s in df["setting"]]
+            df["same decisions as"] = ""
+            df.attrs = attrs
         on = df.attrs.get("modelled_on") or self.modelled_on or "the profile"
         n = df.attrs.get("repeats", 1)
         wide = df.drop(columns=["eta low", "eta high", "speedup low", "speedup high", "pruning (budget)"], errors="ignore").copy()

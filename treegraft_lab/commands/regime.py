@@ -23,6 +23,10 @@ from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import DATA_DIR, SCHEDULER_DIR
 from treegraft_lab.presets import DEFAULT_PAIR, REGIME_SCHEDULES
 
+RATIOS_DEFAULT = "0.02:1:11,0.6"
+CAPTURE_MIDS = ("smollm2-pocket", "smollm2-cut28", "smollm2-int8", "smollm2-self")  # every mid drafter with stored replays
+CAPTURE_RATIOS = "0.02:1:6,0.6"  # the ratios the schedulers' decodes are stored at
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", default=DEFAULT_PAIR, help="model pair (default: %(default)s)")
@@ -40,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="round starts replayed per prompt (default: all); the endpoints' and 10101's walks always")
     parser.add_argument("--growth", default="lookup", choices=("lookup", "full", "release", "compact"))
     parser.add_argument("--profile", default="a100-paper", help="base profile whose mid curve is scaled (default: %(default)s)")
-    parser.add_argument("--ratios", default="0.02:1:11,0.6", metavar="LO:HI:N,R",
+    parser.add_argument("--ratios", default=RATIOS_DEFAULT, metavar="LO:HI:N,R",
                         help="T_mid/T_tgt: N log-spaced from LO to HI and single ratios (default: %(default)s)")
     parser.add_argument("--schedules", default=REGIME_SCHEDULES,
                         help="replay-priced schedules: all-small, all-mid, oracle, best-fixed, or masks (default: %(default)s)")
@@ -55,6 +59,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mids", default=None, metavar="PAIR,PAIR",
                         help="the map over mid drafters too: pairs whose replays are stored (data/regime/<pair>-<growth>-topk), "
                              "each placed at its card's greedy agreement; prints (agreement x ratio) cells")
+    parser.add_argument("--capture", action="store_true",
+                        help="how much of the oracle's gain each scheduler takes on the map over mid drafters (the "
+                             f"stored replays and decodes, no model runs; --mids default: {','.join(CAPTURE_MIDS)}, "
+                             f"--ratios default: {CAPTURE_RATIOS})")
+    parser.add_argument("--json", action="store_true", help="with --capture: print one JSON object")
     parser.add_argument("--heatmap", type=Path, default=None,
                         help="with --mids: write the heatmap over (agreement, T_mid / T_tgt) (PNG)")
     parser.add_argument("--resume", action="store_true",
@@ -95,6 +104,36 @@ def _schedulers(args: argparse.Namespace) -> dict:
         "adaptive-single": SCHEDULER_DIR / args.pair / f"{args.profile}-topk-{args.growth}"}
 
 
+def _capture(args: argparse.Namespace, base) -> int:
+    """`--capture`: per scheduler (the decoded ones and the switching rules), its capture of the oracle's gain
+    over the better endpoint in the cells where the oracle is >= 1.15x it (`regime.capture`), from the stored
+    map over mid drafters; `--json`: one JSON object."""
+    from treegraft_lab import regime
+    from treegraft_lab.commands.common import check_pair
+
+    if args.collect or args.decode:
+        raise TreeGraftError("--capture reads the stored map only: run --collect / --decode without it first")
+    pairs = [p for p in (args.mids or ",".join(CAPTURE_MIDS)).split(",") if p]
+    for p in pairs:
+        check_pair(p)
+    ratios = _ratios(CAPTURE_RATIOS if args.ratios == RATIOS_DEFAULT else args.ratios)
+    ax = regime.mid_axis(pairs, base, ratios, args.growth, regime.MAP_SCHEDULERS, args.pair, tuple(args.schedules.split(",")))
+    split = f"eval: {len(ax.prompts)} prompts held by every mid drafter's replays ({', '.join(ax.prompts)}), first {ax.max_new} tokens"
+    out = {}
+    for name in [*ax.schedulers, *ax.rules]:
+        cap = regime.capture(ax.cells, name)
+        out[name] = {**cap, "split": split}
+    if args.json:
+        print(json.dumps({"schedulers": out, "profile": base.name, "ratios": ratios, "mids": pairs, "notes": ax.notes},
+                         default=lambda x: None))
+        return 0
+    print(f"capture of the oracle's gain over the better endpoint (S - better) / (oracle - better), modelled on {base.name}; "
+          f"{split}")
+    for name, cap in out.items():
+        print(regime.capture_text(cap, name))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     import pandas as pd
 
@@ -104,6 +143,10 @@ def run(args: argparse.Namespace) -> int:
     folder = args.replays or regime.replay_folder(args.pair, args.growth)
     base = costs.load(args.profile)
     cfg = regime.map_config(args.growth, args.profile)
+    if args.capture:
+        return _capture(args, base)
+    if args.json:
+        raise TreeGraftError("--json prints the capture: give --capture too")
     if args.mids is not None:
         return _mid_axis(args, base, cfg, ratios)
     if args.heatmap:

@@ -461,7 +461,8 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
     fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
-    _style(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, width), scroll=scroll)
+    _style(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, min(width, MAX_WIDTH)),
+           scroll=scroll)  # the title wraps to what a scrolling box shows of a wide tree
     if focus:
         fig.update_layout(dragmode="pan")
     if scroll:  # no legend entry at all (plotly was seen to draw the legend after a redraw despite showlegend=False)
@@ -501,7 +502,7 @@ def _title_y(title: str, height: float) -> float:
 def retitle(fig: go.Figure, text: str) -> go.Figure:
     """Give `fig` (a tree figure) the title `text`, wrapped to its width, the top margin grown or
     shrunk to its lines."""
-    new = wrap_title(text, fig.layout.width)
+    new = wrap_title(text, min(fig.layout.width, MAX_WIDTH))  # a wide tree's box shows its first MAX_WIDTH px
     extra = TITLE_LINE_PX * (title_lines(new) - title_lines(fig.layout.title.text or ""))
     height = fig.layout.height + extra
     fig.update_layout(height=height, margin={"t": fig.layout.margin.t + extra},
