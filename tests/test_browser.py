@@ -634,16 +634,13 @@ ADDED_JS = r"""root => {
   const m = title.match(/after draft step (\d+)/) || (gd.querySelector('g.slider-group > text.slider-label') || {textContent: ''})
     .textContent.match(/step (\d+)/);
   if (!m) return {step: null, added: 0, outside: 0};
-  const step = +m[1], area = gd.querySelector('g.draglayer .nsewdrag').getBoundingClientRect();
-  const traces = gd.querySelectorAll('.scatterlayer .trace');
+  const step = +m[1], g = gd.getBoundingClientRect(), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
   let added = 0, outside = 0;
-  gd.data.forEach((t, i) => (t.customdata || []).forEach((c, j) => {
+  gd.data.forEach(t => (t.customdata || []).forEach((c, j) => {
     if (c[0] < 0 || c[1] !== step || t.x[j] === null) return;
-    added += 1;
-    const el = traces[i] && traces[i].querySelectorAll('.point')[j];
-    if (!el) { outside += 1; return; }
-    const r = el.getBoundingClientRect(), x = r.left + r.width / 2, y = r.top + r.height / 2;
-    if (x < area.left - 1 || x > area.right + 1 || y < area.top - 1 || y > area.bottom + 1 ||
+    added += 1;  // where plotly draws the point: its axes' pixel mapping, inside the plot area and the window?
+    const px = xa.l2p(t.x[j]), py = ya.l2p(t.y[j]), x = g.left + xa._offset + px, y = g.top + ya._offset + py;
+    if (px < -1 || px > xa._length + 1 || py < -1 || py > ya._length + 1 ||
         x < 0 || x > window.innerWidth || y < 0 || y > window.innerHeight) outside += 1;
   }));
   return {step, added, outside};
