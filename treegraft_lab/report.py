@@ -454,7 +454,23 @@ def regime_mids_section() -> str:
             f"{provenance(prov['commands'], prov['machine'], prov['date'], 'data/regime/<pair>-lookup-topk')}\n\n"
             f"![regime map over mid drafters](img/regime-mids.png)\n\n{regime.cells_markdown(ax.cells, ax.schedulers)}"
             f"\n\n{rules}{notes + chr(10) if notes else ''}"
-            + " ".join(regime.acceptance_text(regime.acceptance(ax.cells, s), s) for s in ax.schedulers))
+            + " ".join(regime.acceptance_text(regime.acceptance(ax.cells, s), s) for s in ax.schedulers)
+            + "\n\n" + capture_table(ax))
+
+
+def capture_table(ax) -> str:
+    """How much of the oracle's gain each scheduler and rule takes on the map over mid drafters, as a table."""
+    from treegraft_lab import regime
+
+    caps = {s: regime.capture(ax.cells, s) for s in [*ax.schedulers, *ax.rules]}
+    n = max((c["cells"] for c in caps.values()), default=0)
+    rows = [f"| {s} | {c['mean_capture']:.0%} | {c['pooled_capture']:.0%} | {c['median_capture']:.0%} | {c['below_098']} of {c['priced']} |"
+            for s, c in caps.items() if c["priced"]]
+    return (f"Capture of the oracle's gain, (S - better endpoint) / (oracle - better endpoint) per cell (1: all of it, 0: "
+            f"the better endpoint's speed, below 0: slower), over the {n} cells where the oracle is at least 1.15x the "
+            "better endpoint (`treegraft-lab regime --capture`):\n\n"
+            "| scheduler | mean capture | pooled | median | cells below 0.98x the better endpoint |\n|---|---|---|---|---|\n"
+            + "\n".join(rows))
 
 
 MAP_WORDS = ("adaptive-family was trained on the pocket drafter's trajectories alone and is run as it is with the "
