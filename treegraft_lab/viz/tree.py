@@ -380,7 +380,7 @@ def _canvas(pos: dict, width: int | None = None, depth: int | None = None,
     return width, height, px_per_x, xr, yr
 
 
-FOCUS_ROWS = 5  # depth rows a focused view shows at most around a step's new nodes (more: they get closer)
+FOCUS_ROWS = 4  # depth rows a focused view shows at most around a step's new nodes (more: they get closer)
 FOCUS_MIN_COLS = 8  # leaf columns a focused view spans at least (it zooms no closer than this)
 
 
