@@ -120,3 +120,22 @@ def test_two_methods_from_one_round_start_are_drawn_side_by_side_aligned_by_toke
     acc_a = int(runs["10101"].rounds.iloc[0]["accepted"])
     assert table["TreeGraft 10101: accepted"].sum() == acc_a  # one accepted node per depth, A of them
     assert f"A = {acc_a} accepted" in fig.layout.annotations[0].text
+
+
+@pytest.mark.slow
+def test_the_picker_refuses_a_bad_pair_in_one_line_and_records_a_typed_prompt_into_the_viewer(sample, monkeypatch):
+    from treegraft_lab import workbench as wb
+    from treegraft_lab.widgets import RunPicker, StepThroughViewer
+
+    monkeypatch.setenv(wb.CLOCK_ENV, "a100-paper")
+    monkeypatch.setattr(wb, "_PARAMS", [None])
+    viewer = StepThroughViewer(sample)
+    picker = RunPicker(viewer, max_new_tokens=12, budget=16)
+    picker.pair.value = "no-such-pair"
+    assert picker.record() is None and "neither a registered pair nor a folder" in picker.status.value
+    picker.pair.value, picker.typed.value = "smollm2-pocket", "Count from one to ten."
+    picker.schedule.value = "small"
+    run = picker.record()
+    assert run is not None and viewer.run is run and picker.bar.value == 12
+    assert run.runs.iloc[0]["prompt_text"].count("Count from one to ten.") == 1
+    assert (run.rounds["schedule"] == "00000").all()

@@ -177,11 +177,13 @@ def cached_pair(name: str, device: str) -> Any:
         )
 
 
-def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int) -> Any:
+def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int,
+                progress: Callable[[int], None] | None = None) -> Any:
     """Decode each prompt (a string or a suite row) under `config`; return one recorded Run.
 
     Suite rows keep their `category` and `question_id` in the runs table. The config's clock is
-    resolved here, once (this device's profile is measured on first use).
+    resolved here, once (this device's profile is measured on first use). `progress(tokens)`: called
+    after every round with the tokens the current prompt has emitted so far.
     """
     from treegraft_lab import TreeGraftDecoder, measure, record
     from treegraft_lab.errors import TreeGraftError
@@ -189,7 +191,14 @@ def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int) -> A
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:  # before the profile is measured
         raise TreeGraftError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     dec = TreeGraftDecoder(pair, config, profile=measure.resolve(config.clock, pair))
-    with record(dec) as rec:
+    done = [0]
+
+    def count(ev) -> None:
+        done[0] = 0 if ev.name == "run.start" else done[0] + ev.data["info"].accepted + 1
+        progress(min(done[0], max_new_tokens))
+
+    hooks = [("run.start", count), ("round.accept", count)] if progress else []
+    with record(dec) as rec, dec.hooks(hooks):
         for p in prompts:
             dec.generate(p["turns"][0] if isinstance(p, dict) else p, max_new_tokens=max_new_tokens)
     run = rec.to_run()
