@@ -635,31 +635,38 @@ ADDED_JS = r"""root => {
     .textContent.match(/step (\d+)/);
   if (!m) return {step: null, added: 0, outside: 0};
   const step = +m[1], g = gd.getBoundingClientRect(), xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+  const pane = (gd.closest('.jp-WindowedPanel-outer') || gd.closest('.jp-Notebook') || document.body).getBoundingClientRect();
+  const top = Math.max(0, pane.top), bottom = Math.min(window.innerHeight, pane.bottom);  // what the notebook shows
   let added = 0, outside = 0;
   gd.data.forEach(t => (t.customdata || []).forEach((c, j) => {
     if (c[0] < 0 || c[1] !== step || t.x[j] === null) return;
     added += 1;  // where plotly draws the point: its axes' pixel mapping, inside the plot area and the window?
     const px = xa.l2p(t.x[j]), py = ya.l2p(t.y[j]), x = g.left + xa._offset + px, y = g.top + ya._offset + py;
     if (px < -1 || px > xa._length + 1 || py < -1 || py > ya._length + 1 ||
-        x < 0 || x > window.innerWidth || y < 0 || y > window.innerHeight) outside += 1;
+        x < 0 || x > window.innerWidth || y < top || y > bottom) outside += 1;
   }));
   return {step, added, outside};
 }"""
 
 # The top and bottom (px in the window) of the elements matching each selector under `root`, together.
+# and the height of what the notebook shows of the page (the window less JupyterLab's bars).
 SPAN_JS = r"""([root, sels]) => {
-  const rs = sels.map(s => document.querySelector(root + ' ' + s)).filter(e => e).map(e => e.getBoundingClientRect());
-  return {found: rs.length, top: Math.min(...rs.map(r => r.top)), bottom: Math.max(...rs.map(r => r.bottom))};
+  const es = sels.map(s => document.querySelector(root + ' ' + s)).filter(e => e), rs = es.map(e => e.getBoundingClientRect());
+  const pane = (es.length && es[0].closest('.jp-WindowedPanel-outer') || document.body).getBoundingClientRect();
+  return {found: rs.length, top: Math.min(...rs.map(r => r.top)), bottom: Math.max(...rs.map(r => r.bottom)),
+          pane: Math.min(window.innerHeight, pane.bottom) - Math.max(0, pane.top)};
 }"""
 
 
-def on_one_screen(page, root: str, sels: list[str], height: int = 800) -> dict:
-    """Scroll so that the elements `sels` under `root` start at the window's top; their span (px)."""
+def on_one_screen(page, root: str, sels: list[str]) -> dict:
+    """Scroll so that the elements `sels` under `root` start at the notebook's top; they must fit what the
+    notebook shows of the window (1280 x 800 less JupyterLab's bars) together."""
     page.evaluate("([root, s]) => document.querySelector(root + ' ' + s).scrollIntoView({block: 'start'})", [root, sels[0]])
     time.sleep(0.3)
     span = page.evaluate(SPAN_JS, [root, sels])
     assert span["found"] == len(sels), (root, sels, span)
-    assert span["bottom"] - span["top"] <= height, f"{root}: {sels} span {span['bottom'] - span['top']:.0f} px"
+    assert span["bottom"] - span["top"] <= span["pane"], f"{root}: {sels} span {span['bottom'] - span['top']:.0f} px, " \
+                                                        f"the notebook shows {span['pane']:.0f} px"
     return span
 
 
@@ -695,6 +702,9 @@ def every_step_in_view(page, name: str = "01_step_through.ipynb") -> None:
         if "verified" in plot_title(page, view):
             break
     assert len(seen) >= 2 and sum(s["added"] for s in seen) > 0, seen
+    handle.focus()
+    page.keyboard.press("Home")  # back to step 1 for what follows
+    page.wait_for_function(f"() => document.querySelector('{title}').textContent.includes('after draft step 1')", timeout=60_000)
     cmp_ = ".tg-compare"
     page.wait_for_selector(f"{cmp_} .js-plotly-plot .main-svg", timeout=120_000)
     subtitles = page.locator(f"{cmp_} .js-plotly-plot .annotation-text").all_text_contents()

@@ -55,12 +55,12 @@ class TreeBox(W.VBox):
     shrinks the scrolled content and resets the scroll. A tree opens scrolled to its left edge,
     where `tidy_layout` puts the root and the accepted path."""
 
-    def __init__(self) -> None:
+    def __init__(self, legend_below: bool = False) -> None:
         self.legend, self.output = W.HTML(), W.Output(layout={"flex": "0 0 auto"})
         self.box = W.Box([self.output], layout={"overflow": "auto", "max_width": "100%"})
         self.box.add_class("tg-scroll")
         self.figure = go.Figure()
-        super().__init__([self.legend, self.box])
+        super().__init__([self.box, self.legend] if legend_below else [self.legend, self.box])
 
     def pin(self, fig: go.Figure) -> None:
         """Hold the box's content at `fig`'s size through the redraw."""
@@ -181,14 +181,14 @@ class StepThroughViewer(W.VBox):
         self._set_run(run_id, round)
         if step is not None:
             self.step.value = step
-        self.plot = TreeBox()  # a wide tree scrolls sideways, the legend docked above it
+        self.plot = TreeBox(legend_below=True)  # a wide tree scrolls sideways; the controls right above it
         self.figure = self.plot.show(self._figure())
         self._internal = False
         for w in (self.pick, self.round, self.step, self.pruned, self.siblings, self.placing):
             w.observe(self._changed, "value")
         self._changed()
         super().__init__([self.pick, W.HBox([self.prev, self.round, self.next, self.placing]),
-                          W.HBox([self.step, self.pruned, self.siblings]), self.info, self.plot, self.text])
+                          W.HBox([self.step, self.pruned, self.siblings]), self.plot, self.info, self.text])
         self.add_class("tg-viewer")
 
     def show_run(self, run, run_id: int = 0) -> None:
