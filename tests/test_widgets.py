@@ -428,6 +428,20 @@ def test_the_playground_warns_when_plain_decoding_is_far_from_what_the_device_pr
     assert pg.replay().attrs["warning"] == ""  # an A100's prediction says nothing about this machine
 
 
+def test_the_playground_says_when_plain_decoding_moved_more_than_2x_between_its_repeats(tiny, monkeypatch):
+    import itertools
+
+    from treegraft_lab import baselines
+
+    pair, run, _ = tiny
+    per_token = itertools.cycle([0.010, 0.030, 0.012])  # injected: three repeats 3x apart (a busy spell)
+    monkeypatch.setattr(baselines, "plain_token_s", lambda p, c: next(per_token))
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", repeats=3, warmup=False)
+    df = pg.replay()
+    assert "plain decoding moved 3.0x between its 3 repeats, more than 2x" in df.attrs["warning"]
+    assert "probably busy" in df.attrs["warning"] and "tg-plain-warning" in pg.table.value
+
+
 def test_every_view_names_its_pair_prompt_settings_and_profile(tiny):
     """The viewer's caption, the playground's status and table, a lone tree figure and the animation."""
     from treegraft_lab.viz.caption import run_caption

@@ -65,7 +65,9 @@ class DeviceProfile:
     checked: list[str] = field(default_factory=list)  # the sanity checks it passed when measured, in words
     target_long: dict[int, float] = field(default_factory=dict)  # the target curve after `context_long` cached tokens
     context_long: int = 0  # 0: measured at `context` only (a named profile): the cost does not depend on the context
-    flagged: list[str] = field(default_factory=list)  # the sanity checks it failed twice (a busy machine), in words
+    flagged: list[str] = field(default_factory=list)  # why it is not to be trusted (a busy machine), in words
+    load: dict = field(default_factory=dict)  # the machine's load while measuring (`measure.load_record`); {}: not recorded
+    compared: dict = field(default_factory=dict)  # its target curve against the cached profile it re-measured; {}: none
 
     def target_ms(self, tokens: float, context: int | None = None) -> float:
         """A target forward of `tokens` new tokens; after `context` cached ones where the profile has its
@@ -109,7 +111,8 @@ class DeviceProfile:
         return DeviceProfile(f"{self.name}*mid{mid:g}*tgt{target:g}", {n: v * target for n, v in self.target.items()},
                              {n: v * mid for n, v in self.mid.items()}, self.small_ms, self.device, self.source,
                              self.context, dict(self.key), self.n, self.spread, self.measured, list(self.checked),
-                             {n: v * target for n, v in self.target_long.items()}, self.context_long, list(self.flagged))
+                             {n: v * target for n, v in self.target_long.items()}, self.context_long, list(self.flagged),
+                             dict(self.load), dict(self.compared))
 
     @property
     def label(self) -> str:
@@ -147,7 +150,7 @@ class DeviceProfile:
                        str(d.get("source", "")), int(d.get("context", CONTEXT)), dict(d.get("key", {})),
                        int(d.get("n", 0)), None if spread is None else float(spread), str(d.get("measured", "")),
                        [str(c) for c in d.get("checked", [])], long, int(d.get("context_long", 0)) if long else 0,
-                       [str(f) for f in d.get("flagged", [])])
+                       [str(f) for f in d.get("flagged", [])], dict(d.get("load") or {}), dict(d.get("compared") or {}))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise TreeGraftError(f"{where} is not a usable device profile ({e}); measure one with "
                                  "`treegraft-lab profile --save FILE`") from e
@@ -170,8 +173,10 @@ def load(name_or_path: str | Path) -> DeviceProfile:
 
 
 def profile_name(profile) -> str:
-    """A profile in words (device, dtype, date), never its cache hash: "Intel Xeon, float32, 2 threads
-    · measured 2026-12-01", "NVIDIA A100 (the paper's setting, fp16) · derived from published costs"."""
+    """A profile in words, never its cache hash: device, dtype, date and, for a measured one, its n, spread,
+    the load beside the measurement and why it is flagged: "Intel Xeon, float32, 2 threads · measured
+    2026-12-01 09:00, n=5, spread 4%, other load 0.2 on 2 CPUs", "NVIDIA A100 (the paper's setting, fp16) ·
+    derived from published costs"."""
     key = getattr(profile, "key", {}) or {}
     if key.get("hardware"):
         threads = key.get("threads", "?")
@@ -181,7 +186,20 @@ def profile_name(profile) -> str:
     src = profile.source or ""
     when = (f"measured {profile.measured}" if getattr(profile, "measured", "") else " ".join(src.split()[:2])
             if src.startswith("measured") else "derived from published costs")
-    return f"{device} · {when}"
+    return f"{device} · {when}{measured_words(profile)}"
+
+
+def measured_words(profile) -> str:
+    """", n=5, spread 4%, other load 0.2 on 2 CPUs[, ⚠ flagged: ...]" for a measured profile; "" for a derived one."""
+    n, spread = getattr(profile, "n", 0), getattr(profile, "spread", None)
+    if not n:
+        return ", n and spread not recorded" if (getattr(profile, "key", {}) or {}).get("hardware") else ""
+    words = f", n={n}, spread {'not judged' if spread is None else f'{spread:.0%}'}"
+    load = getattr(profile, "load", {}) or {}
+    if "others" in load:
+        words += f", other load {load['others']:.1f} on {load.get('cpus', '?')} CPUs"
+    flagged = getattr(profile, "flagged", []) or []
+    return words + (f", ⚠ flagged: {'; '.join(flagged)}" if flagged else "")
 
 
 def scheduler_costs(profile: DeviceProfile, config, budget: int | None = None) -> tuple[float, float]:

@@ -12,6 +12,14 @@ A measured profile is checked (`measure_checked`): a smaller mid drafter must co
 target, and repeated timings must agree within MAX_SPREAD; one that fails is measured once more,
 then kept flagged (`flagged`), and every process that uses it says so in one line. It keeps n, the spread and the date, which the views show beside it.
 
+A measurement also records the machine's load (`load_record`: the 1-minute load average before and
+after, the CPUs, this process's measuring threads) and, when it re-measures a trusted cached profile,
+how its target curve compares (`compare`). It is flagged when other programs kept at least BUSY_LOAD
+of the CPUs busy, or when its target forward came out more than SLOWER times the cached one's while
+they kept at least LOADED of them busy (`load_problems`). A flagged re-measure never replaces a trusted
+cached profile unless forced (`for_pair(..., force=True)`, `treegraft-lab profile --refresh --force`):
+`ProfileKept` says in one line that the cached one stays.
+
 `timed(fn, *args, devices=...)` is how the package times work where it measures: it synchronises
 every CUDA device the models use before and after the call (`cuda_devices`), so queued kernels
 on any of them are counted. A decoding round does not wait for its timings: `Laps` times its
@@ -22,10 +30,13 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import os
 import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -343,28 +354,127 @@ def problems(prof: DeviceProfile, pair=None) -> list[str]:
     return out
 
 
-def measure_checked(pair, progress: bool = True, measure_fn=None) -> DeviceProfile:
+def measure_checked(pair, progress: bool = True, measure_fn=None, previous: DeviceProfile | None = None) -> DeviceProfile:
     """`measure` (or `measure_fn(pair, progress=...)`: injected timings in tests), checked by `problems`;
-    one that fails is measured once more. The profile records the checks it passed; one that fails
-    twice (a busy machine) is kept but flagged: `flagged` holds what failed, and every use says so
-    (`warn_flagged`), until it is measured again on a quiet machine."""
+    one that fails is measured once more. Each measurement records the load beside it (`read_load` before and
+    after, `load_record`) and its target curve against `previous` (the trusted cached profile it re-measures,
+    `compare`). The profile records the checks it passed; one that fails twice, or was measured on a busy
+    machine (`load_problems`: not measured again, the load average remembers the last minute), is kept but
+    flagged: `flagged` holds why, and every use says so (`warn_flagged`), until it is measured again on a
+    quiet machine."""
     measure_fn = measure_fn or measure
     for _ in range(2):
+        start = read_load()
         prof = measure_fn(pair, progress=progress)
+        prof.load = load_record(start, read_load(), measuring_threads(pair))
+        prof.compared = compare(prof, previous)
         found = problems(prof, pair)
         if not found:
-            prof.checked = ([ORDER_CHECK] if prof.mid and mid_is_smaller(pair) else []) + (
-                [f"repeated timings within {MAX_SPREAD:.0%}"] if prof.spread is not None else [])
-            return prof
-    prof.flagged = found
+            break
+    if not found:
+        prof.checked = ([ORDER_CHECK] if prof.mid and mid_is_smaller(pair) else []) + (
+            [f"repeated timings within {MAX_SPREAD:.0%}"] if prof.spread is not None else [])
+    prof.flagged = found + load_problems(prof)
     return prof
 
 
+# ---------------------------------------------------------------------------- load
+BUSY_LOAD = 0.5  # flagged when other programs keep at least half the CPUs busy while it measures
+LOADED = 0.25  # ... or a quarter of them, and its target forward measures more than SLOWER x the cached profile's
+SLOWER = 1.5
+LOAD_SPAN = 30.0  # s: a shorter measurement moves the 1-minute load average too little to tell its own share apart
+LOAD_WINDOW = 60.0  # s: the time constant of the 1-minute load average
+
+
+@dataclass(frozen=True)
+class LoadReading:
+    """The 1-minute load average (runnable threads, averaged), the CPUs it is shared by, when (monotonic s)."""
+
+    average: float
+    cpus: int
+    at: float
+
+
+def read_load() -> LoadReading | None:
+    """This machine's load now (`os.getloadavg`, `os.cpu_count`); None where the system keeps no load average.
+    The one place measuring reads the load: tests replace it."""
+    try:
+        average = os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+    return LoadReading(average, os.cpu_count() or 1, time.monotonic())
+
+
+def measuring_threads(pair) -> int:
+    """The threads a measurement of `pair` keeps runnable: torch's intra-op threads on a CPU, one on a GPU."""
+    return torch.get_num_threads() if pair.target.device.type == "cpu" else 1
+
+
+def load_record(start: LoadReading | None, end: LoadReading | None, threads: int) -> dict:
+    """The load beside a measurement that ran `threads` threads between two readings ({} without both).
+
+    "others" estimates the runnable threads of other programs, averaged over the measurement. The
+    1-minute load average L moves towards the runnable count r with L_end = L_start * f + r * (1 - f),
+    f = exp(-span / 60 s), so r = (L_end - L_start * f) / (1 - f) and others = r - threads: this process's
+    work just before (a notebook that decoded) or a job that just ended are not counted. A measurement
+    shorter than LOAD_SPAN moves L too little for that: others = max(L_start, L_end - threads)."""
+    if start is None or end is None:
+        return {}
+    span = max(0.0, end.at - start.at)
+    if span >= LOAD_SPAN:
+        f = math.exp(-span / LOAD_WINDOW)
+        others = (end.average - start.average * f) / (1 - f) - threads
+    else:
+        others = max(start.average, end.average - threads)
+    return {"before": round(start.average, 2), "after": round(end.average, 2), "seconds": round(span, 1),
+            "cpus": start.cpus, "threads": threads, "others": round(max(0.0, others), 2)}
+
+
+def compare(prof: DeviceProfile, previous: DeviceProfile | None) -> dict:
+    """`prof`'s target forward over `previous`'s at 1 token and at the largest size both measured ({} without
+    a previous profile)."""
+    if previous is None or not previous.target:
+        return {}
+    top = max(set(prof.target) & set(previous.target), default=min(max(prof.target), max(previous.target)))
+    sizes = sorted({1, top})
+    return {"measured": previous.measured, "tokens": sizes,
+            "ms": [round(previous.target_ms(n), 2) for n in sizes], "new_ms": [round(prof.target_ms(n), 2) for n in sizes],
+            "ratio": [round(prof.target_ms(n) / previous.target_ms(n), 3) for n in sizes]}
+
+
+def load_problems(prof: DeviceProfile) -> list[str]:
+    """Why `prof`'s load record or comparison makes it untrustworthy, in short words ([] when neither does):
+    other programs kept at least BUSY_LOAD of the CPUs busy, or its target forward measured more than SLOWER x
+    the cached profile's while they kept at least LOADED of them busy (or the load is unknown)."""
+    load, cmp = prof.load or {}, prof.compared or {}
+    others, cpus = load.get("others"), load.get("cpus", 1)
+    out = []
+    if others is not None and others >= BUSY_LOAD * cpus:
+        out.append(f"busy: other load {others:.1f} on {cpus} CPUs (busy from {BUSY_LOAD * cpus:.1f})")
+    ratio = max(cmp.get("ratio") or [0.0])
+    if ratio > SLOWER and (others is None or others >= LOADED * cpus):
+        i = cmp["ratio"].index(ratio)
+        beside = "load unknown" if others is None else f"other load {others:.1f} on {cpus} CPUs"
+        out.append(f"target forward {ratio:.1f}x the cached profile's ({cmp['ms'][i]:.1f} -> {cmp['new_ms'][i]:.1f} ms "
+                   f"at {cmp['tokens'][i]} token{'s' if cmp['tokens'][i] != 1 else ''}, {beside})")
+    return out
+
+
+class ProfileKept(TreeGraftError):
+    """A re-measure that came out flagged, refused: the trusted cached profile (`kept`) stays in use."""
+
+    def __init__(self, kept: DeviceProfile, refused: DeviceProfile) -> None:
+        self.kept, self.refused = kept, refused
+        super().__init__(f"kept the cached profile (measured {kept.measured}): the new measurement was flagged "
+                         f"({'; '.join(refused.flagged)}); measure again when the machine is quiet, or keep it anyway "
+                         "with `treegraft-lab profile --refresh --force`")
+
+
 def warn_flagged(prof: DeviceProfile, pair=None) -> None:
-    """Say once, in one line, that `prof` failed its sanity check (the decisions it prices may be off)."""
+    """Say once, in one line, that `prof` is flagged (the decisions it prices may be off)."""
     if prof.flagged:
-        note(f"the device profile of {getattr(pair, 'name', 'the pair')} ({prof.measured}) failed its sanity check "
-             f"twice: {'; '.join(prof.flagged)}. The machine was probably busy: decoding stays lossless, but choices "
+        note(f"the device profile of {getattr(pair, 'name', 'the pair')} ({prof.measured}) is flagged: "
+             f"{'; '.join(prof.flagged)}. The machine was probably busy: decoding stays lossless, but choices "
              "that weigh time (pruning, the scheduler) may be off; measure again when it is quiet with "
              "`treegraft-lab profile --refresh`, or decide on a named profile (clock='a100-paper')")
 
@@ -384,14 +494,28 @@ def cached(pair) -> DeviceProfile | None:
     return read_profile(str(path), path.stat().st_mtime_ns) if path.is_file() else None
 
 
-def for_pair(pair, refresh: bool = False, progress: bool = True) -> DeviceProfile:
+def trusted(prof: DeviceProfile | None, pair) -> bool:
+    """Whether a cached profile can stand as it is: measured with its n, not flagged, sane, and with the
+    long-context curve where the pair's target reaches it."""
+    if prof is None or not prof.n or prof.flagged or problems(prof, pair):
+        return False
+    return bool(prof.target_long) or not long_context(pair.target)
+
+
+def for_pair(pair, refresh: bool = False, progress: bool = True, force: bool = False) -> DeviceProfile:
     """This device's profile for `pair`: from the disk cache, else measured (`measure_checked`) and
-    cached. A cached one measured without its n or spread, or failing `problems`, is measured again."""
+    cached. A cached one measured without its n or spread, or failing `problems`, is measured again.
+    `refresh` measures again; a re-measure that comes out flagged does not replace a trusted cached
+    profile (`ProfileKept`, which says so in one line) unless `force`."""
     prof = None if refresh else cached(pair)
     stale = prof is not None and bool(long_context(pair.target)) and not prof.target_long  # measured before the long curve
     insane = prof is not None and not prof.flagged and bool(problems(prof, pair))  # a flagged one says so instead
     if prof is None or not prof.n or stale or insane:  # none yet, broken, unchecked, insane or asked again
-        prof = measure_checked(pair, progress=progress)
+        old = cached(pair) if refresh else None
+        good = old if trusted(old, pair) else None
+        prof = measure_checked(pair, progress=progress, previous=good)
+        if prof.flagged and good is not None and not force:
+            raise ProfileKept(good, prof)
         prof.save(cached_path(pair))
     warn_flagged(prof, pair)
     return prof

@@ -368,19 +368,14 @@ def prune_budget(prune: str | None, budget: Any) -> str:
 
 
 def profile_line(profile) -> str:
-    """What every view says about the profile it decides on: which (`profile_name`), n timings per
-    size, their spread, and a mid forward against a target forward of as many tokens, with a warning
-    when a sanity check fails (`measure.problems`)."""
+    """What every view says about the profile it decides on: which (`profile_name`: device, date, n timings
+    per size, their spread, the load beside the measurement, why it is flagged), and a mid forward against
+    a target forward of as many tokens, with a warning when a sanity check fails (`measure.problems`)."""
     from treegraft_lab import measure
 
-    if profile.n:
-        spread = "—" if profile.spread is None else f"{profile.spread:.0%}"
-        stats = f"n={profile.n} timings per size, spread {spread}"
-    elif (profile.key or {}).get("hardware"):
-        stats = "n and spread not recorded (measured before profiles kept them)"
-    else:
-        stats = "n=0 (not measured here), spread —"
-    line = f"profile {profile_name(profile)}: {stats}"
+    line = f"profile {profile_name(profile)}"
+    if not profile.n and not (profile.key or {}).get("hardware"):
+        line += ", n=0 (not measured here)"
     if profile.mid:
         n = min(64, max(profile.target))
         line += f"; a mid forward of {n} tokens {profile.mid_ms(n):.1f} ms vs {profile.target_ms(n):.1f} ms for the target"
@@ -388,7 +383,7 @@ def profile_line(profile) -> str:
     bad = measure.problems(profile) if order else [p for p in measure.problems(profile) if "timings" in p]
     if profile.n and not order and profile.mid:
         line += " (the mid drafter is not the smaller model: their order is not checked)"
-    return line + "".join(f" ⚠ {b}" for b in bad)
+    return line + "".join(f" ⚠ {b}" for b in bad if b not in profile.flagged)
 
 
 def profile_html(profile) -> str:
@@ -429,7 +424,8 @@ class ProfileLine(W.HBox):
             self.text.value = profile_html(self.profile)
             if self.on_change:
                 self.on_change(self.profile)
-        except TreeGraftError as e:
+        except TreeGraftError as e:  # refused (`measure.ProfileKept`: the cached profile stays) or failed
+            self.profile = getattr(e, "kept", self.profile)
             self.text.value = profile_html(self.profile) + f'<div style="color:#a00;font-size:12px">{html.escape(str(e))}</div>'
         finally:
             self.button.disabled, self.button.description = False, "re-measure"
@@ -473,6 +469,26 @@ def decision_key(info, rrun) -> tuple:
 
 
 PLAIN_OFF = 2.0  # warn when plain decoding measures this many times off what this device's profile predicts
+PLAIN_MOVED = 2.0  # ... or when its repeats' fastest over slowest exceeds this: the machine was probably busy
+
+
+def moved_words(samples: list[float]) -> str:
+    """Words when repeated timings of plain decoding moved more than PLAIN_MOVED x (max over min), else ""."""
+    pos = [x for x in samples if x > 0]
+    if len(pos) < 2 or max(pos) <= PLAIN_MOVED * min(pos):
+        return ""
+    return (f"moved {max(pos) / min(pos):.1f}x between its {len(pos)} repeats, more than {PLAIN_MOVED:g}x: "
+            "the machine was probably busy")
+
+
+def baseline_words(tokens_per_s: list[float]) -> str:
+    """A plain-decoding baseline timed several times, in words: "plain decoding (median of 3: 8.1–9.6)", and
+    "⚠ moved 3.4x between its 3 repeats, more than 2x: the machine was probably busy" where it did."""
+    xs = sorted(tokens_per_s)
+    if not xs:
+        raise ValueError("baseline_words needs at least one timing of plain decoding: time it first")
+    moved = moved_words(xs)
+    return (f"plain decoding (median of {len(xs)}: {xs[0]:.1f}–{xs[-1]:.1f}" + (f"; ⚠ {moved})" if moved else ")"))
 
 
 COLUMN_WORDS = {  # recorded column names -> headers in words (units in brackets)
@@ -808,8 +824,13 @@ class SchedulePlayground(W.VBox):
         return df
 
     def plain_warning(self) -> str:
-        """Words when plain decoding measured more than PLAIN_OFF times off what this device's
-        profile predicts (only when the replay decided on this device's profile), else ""."""
+        """Words when plain decoding's repeats moved more than PLAIN_MOVED x (`moved_words`), or it measured
+        more than PLAIN_OFF times off what this device's profile predicts (only when the replay decided on
+        this device's profile), else ""."""
+        moved = moved_words(self.plain_s)
+        if moved:
+            return (f"plain decoding {moved}, so the measured columns are not this device's usual speed. Replay "
+                    "again when it is quiet.")
         if not self.plain_s or not self.replayed or self.replayed["clock"] != "wall":
             return ""
         measured, predicted = 1 / _median(self.plain_s), 1000 / self.profile().target_ms(1)

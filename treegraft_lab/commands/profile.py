@@ -8,13 +8,15 @@
     treegraft-lab profile --rounds         # where a decoding round's time goes (schedules, n-gram step)
 
 The profile is what every time-weighing decision reads (treegraft_lab.costs). `--refresh`
-measures again (do it on a quiet machine: every cached decision follows it).
+measures again (do it on a quiet machine: every cached decision follows it); a re-measure flagged
+for the machine's load (or a failed check) keeps the cached profile and says so, unless `--force`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from treegraft_lab.commands.common import (
     add_pair_arguments,
@@ -37,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", default=None, metavar="FILE", help="draw the curves into FILE (png/svg/html)")
     parser.add_argument("--save", default=None, metavar="FILE", help="write the profile to FILE")
     parser.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
+    parser.add_argument("--force", action="store_true",
+                        help="with --refresh: keep the new profile even when it is flagged (a busy machine)")
     parser.add_argument("--show", default=None, metavar="NAME|FILE", help="show a named or saved profile instead")
     parser.add_argument("--rounds", action="store_true", help="time the parts of decoding rounds instead")
     add_pair_arguments(parser)
@@ -47,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
         return run_rounds(args)
     from treegraft_lab import costs, profile_cache
 
-    cached = None
+    if args.force and not args.refresh:
+        raise TreeGraftError("--force keeps a re-measured profile: give it with --refresh")
+    cached, kept = None, False
     prof = costs.load(args.show) if args.show else None
     spec = profile_cache.spec_key(args.pair, args.target, args.mid, args.device, args.dtype)
     if prof is None and not args.refresh:  # read the cache without importing torch or loading a model
@@ -61,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore")
             pair = load_pair_from_args(args, require_mid=False)
         cached = measure.cached_path(pair)
-        prof = measure.for_pair(pair, refresh=args.refresh, progress=not args.json)
+        try:
+            prof = measure.for_pair(pair, refresh=args.refresh, progress=not args.json, force=args.force)
+        except measure.ProfileKept as e:  # the trusted cached profile stays: say so, show it
+            print(f"treegraft-lab: {e}", file=sys.stderr)
+            prof, kept = e.kept, True
         profile_cache.remember(spec, measure.profile_key(pair))
     if args.save:
         prof.save(args.save)
@@ -72,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(describe(prof))
     if cached is not None:
-        print(f"cached in {cached} ({'measured now' if args.refresh else 'measured once per machine'})")
+        how = "kept: the re-measure was flagged" if kept else "measured now" if args.refresh else "measured once per machine"
+        print(f"cached in {cached} ({how})")
     elif not args.show:
         print("read from this machine's cache (`--refresh` measures again)")
     return 0
@@ -83,8 +94,19 @@ def describe(prof) -> str:
     spread = "not judged" if prof.spread is None else f"{prof.spread:.0%}"
     checks = f"; checked: {', '.join(prof.checked)}" if prof.checked else ""
     lines = [f"profile {prof.name}: {prof.device}", f"  {prof.source}" + (f" (n={prof.n} timings per size, spread "
-             f"{spread}{checks})" if prof.n else ""), "  target forward (ms by tokens, "
-             f"{prof.context} cached): " + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.target.items()))]
+             f"{spread}{checks})" if prof.n else "")]
+    if prof.load:
+        ld = prof.load
+        lines.append(f"  load average {ld['before']:.2f} -> {ld['after']:.2f} over {ld['seconds']:.0f} s, {ld['threads']} "
+                     f"measuring thread(s) on {ld['cpus']} CPUs: other load about {ld['others']:.1f}")
+    if prof.compared:
+        cmp = prof.compared
+        lines.append(f"  against the cached profile of {cmp['measured'] or 'before'}: target forward "
+                     + ", ".join(f"{r:.2f}x at {n} token{'s' if n != 1 else ''}" for n, r in zip(cmp["tokens"], cmp["ratio"])))
+    if prof.flagged:
+        lines.append(f"  flagged: {'; '.join(prof.flagged)}")
+    lines.append(f"  target forward (ms by tokens, {prof.context} cached): "
+                 + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.target.items())))
     if prof.target_long:  # value pruning prices a tree token by the round's context, between the two curves
         lines.append(f"  target forward ({prof.context_long} cached): "
                      + "  ".join(f"{n}:{v:.1f}" for n, v in sorted(prof.target_long.items())))
