@@ -767,6 +767,9 @@ def interact_01(page, name: str = "01_step_through.ipynb") -> None:
     page.keyboard.press("Home")
     rounds = page.locator(".tg-round-slider [role=slider]").first
     last = int(float(rounds.get_attribute("aria-valuemax")))
+    rounds.click()
+    page.keyboard.press("Home")  # the viewer opened on its showcase round: from round 0
+    page.wait_for_function(f"() => document.querySelector('{title}').textContent.startsWith('round 0 ')", timeout=60_000)
     for target, how in ((1, "next"), (last // 2, "slider"), (last, "slider"), (last - 1, "prev")):
         t0 = time.perf_counter()
         if how == "slider":
