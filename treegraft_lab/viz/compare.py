@@ -77,7 +77,7 @@ def side_by_side(run_a, run_b, names: tuple[str, str], round_a: int = 0, round_b
     a, b = kept_rows(run_a, round_a), kept_rows(run_b, round_b)
     a, b, pos = aligned(a, b)
     xs = [p[0] for p in pos.values()]
-    xr = [min(xs) - 0.8, max(xs) + 0.8]
+    xr = [min(xs) - 1.5, max(xs) + 1.5]  # room for the outermost labels
     depth = int(max(a["depth"].max(), b["depth"].max()))
     yr = [-depth - 0.45, 0.35]
     px_per_x = (WIDTH / 2 - 20) / (xr[1] - xr[0])
@@ -85,7 +85,7 @@ def side_by_side(run_a, run_b, names: tuple[str, str], round_a: int = 0, round_b
     for name, rows, other in ((names[0], a, b), (names[1], b, a)):
         acc = int(rows["accepted"].astype(bool).sum()) - 1
         only = len(set(rows["path"]) - set(other["path"]))
-        titles.append(f"<b>{name}</b>: A = {acc} accepted · {len(rows) - 1} verified · {only} only here")
+        titles.append(f"<b>{name}</b><br>A = {acc} accepted · {len(rows) - 1} verified · {only} only here")
     fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.04)
     for col, (rows, other) in enumerate(((a, b), (b, a)), start=1):
         for t in tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=True):

@@ -406,7 +406,7 @@ def focus_ranges(pos: dict, nodes: list[int], xr: list, yr: list, plot_w: float)
     x0, x1 = min(lo, mid - want / 2) - pad, max(hi, mid + want / 2) + pad
     x0, x1 = max(x0, xr[0]), min(x1, xr[1])
     top, bottom = max(ys), min(ys)
-    return [x0, x1], [max(bottom - 0.45, yr[0]), min(top + 1.3, yr[1])]  # one row above: the parents of the new nodes
+    return [x0, x1], [max(bottom - 0.45, yr[0]), min(top + 1.3, max(yr[1], 0.5))]  # one row above: the new nodes' parents
 
 
 def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> str:
