@@ -103,23 +103,24 @@ def test_two_methods_from_one_round_start_are_drawn_side_by_side_aligned_by_toke
     runs = wb.compare_round(load_pair("smollm2-pocket", dtype="float32"), sample, rd, ("10101", "hf-pld"))
     a, b = kept_rows(runs["10101"]), kept_rows(runs["hf-pld"])
     assert (runs["10101"].rounds["schedule"] == "10101").all() and (runs["hf-pld"].rounds["schedule"] == "lookup").all()
-    fig = side_by_side(runs["10101"], runs["hf-pld"], ("TreeGraft 10101", "prompt lookup"))
+    figs = side_by_side(runs["10101"], runs["hf-pld"], ("TreeGraft 10101", "prompt lookup"))
     where = {}
-    for t in fig.data:  # the same token path sits at the same place in both panels
-        if t.customdata is not None and t.x is not None:
-            side = "a" if t.xaxis in ("x", None) else "b"
-            for x, y, c in zip(t.x, t.y, t.customdata):
-                where.setdefault(c[0], {})[side] = (x, y)
+    for side, fig in zip("ab", figs):  # the same token path sits at the same place in both figures
+        for t in fig.data:
+            if t.customdata is not None and t.x is not None:
+                for x, y, c in zip(t.x, t.y, t.customdata):
+                    where.setdefault(c[0], {})[side] = (x, y)
     both = [v for v in where.values() if len(v) == 2]
-    assert both and all(v["a"] == v["b"] for v in both)
-    rings = [t for t in fig.data if t.name == "only in this tree"]
+    assert all(v["a"] == v["b"] for v in both) and (both or not set(a["path"]) & set(b["path"]))
+    assert figs[0].layout.xaxis.range == figs[1].layout.xaxis.range  # one layout, one scale
+    rings = [next(t for t in fig.data if t.name == "only in this tree") for fig in figs]
     only_a, only_b = set(a["path"]) - set(b["path"]), set(b["path"]) - set(a["path"])
     assert [len(t.x) for t in rings] == [len(only_a), len(only_b)]
     table = depth_table(a, b, ("TreeGraft 10101", "prompt lookup"))
     assert table["TreeGraft 10101: verified"].sum() == len(a) - 1 and table["prompt lookup: verified"].sum() == len(b) - 1
     acc_a = int(runs["10101"].rounds.iloc[0]["accepted"])
     assert table["TreeGraft 10101: accepted"].sum() == acc_a  # one accepted node per depth, A of them
-    assert f"A = {acc_a} accepted" in fig.layout.annotations[0].text
+    assert f"A = {acc_a} accepted" in figs[0].layout.title.text
 
 
 @pytest.mark.slow

@@ -1021,17 +1021,17 @@ class CompareView(W.VBox):
         self.button = W.Button(description="draft both", button_style="primary", icon="play", layout={"width": "12em"})
         self.button.add_class("tg-compare-go")
         self.button.on_click(lambda _b: self.compare())
-        self.status, self.table = W.HTML(), W.HTML()
-        self.out = W.Output()
-        self.figure = go.Figure()
+        self.status, self.table, self.legend, self.caption = W.HTML(), W.HTML(), W.HTML(), W.HTML()
+        self.outs = (W.Output(), W.Output())
+        self.figures = (go.Figure(), go.Figure())
         super().__init__([W.HBox([self.pick_round, self.a, self.b, self.button], layout={"gap": "0.5em"}),
-                          self.status, self.out, self.table])
+                          self.status, self.caption, W.HBox(list(self.outs)), self.legend, self.table])
         self.add_class("tg-compare")
         if pair is None:
             self.button.disabled = True
             self.status.value = "<b>No model pair given: drafting is off.</b>"
 
-    def compare(self) -> go.Figure:
+    def compare(self) -> tuple[go.Figure, go.Figure]:
         """Draft the round start with both methods and draw them."""
         from treegraft_lab.viz.compare import depth_table, kept_rows, side_by_side
         from treegraft_lab.workbench import COMPARE_METHODS, compare_round
@@ -1043,8 +1043,13 @@ class CompareView(W.VBox):
             runs = compare_round(self.pair, self.run, rd, (a, b) if a != b else (a,), self.run_id)
             ra, rb = runs[a], runs[b]
             names = (COMPARE_METHODS[a], COMPARE_METHODS[b])
-            self.figure = side_by_side(ra, rb, names, caption=html.escape(run_caption(self.run, self.run_id)))
-            draw(self.out, self.figure)
+            self.figures = side_by_side(ra, rb, names)
+            for out, fig in zip(self.outs, self.figures):
+                draw(out, fig)
+            self.caption.value = caption_html(run_caption(self.run, self.run_id) + f" · round {rd}'s start: nodes at the "
+                                              "same place in both trees are the same token path; a red ring: only "
+                                              "in that tree")
+            self.legend.value = legend_html(self.figures[0])
             table = depth_table(kept_rows(ra), kept_rows(rb), names)
             self.table.value = ("<div style='font-size:12px'>acceptance by depth: nodes each method verified and "
                                 "whether the target accepted its node there</div>" + table.to_html(index=False))
@@ -1053,7 +1058,7 @@ class CompareView(W.VBox):
                                  f"{int(rb.rounds.iloc[0]['accepted'])} draft tokens (+1 bonus each)")
         finally:
             self.button.disabled = self.pair is None
-        return self.figure
+        return self.figures
 
 
 # ---------------------------------------------------------------------------- recording from the notebook

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from treegraft_lab.viz.tree import (
-    FONT,
-    HALO,
+    EDGE_PX,
     MIN_HEIGHT,
     ROW_PX,
+    captioned,
     fit_labels,
+    margins,
+    style_tree,
     tidy_layout,
     tree_traces,
 )
@@ -71,44 +72,33 @@ def depth_table(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str]) -> pd.
 
 
 def side_by_side(run_a, run_b, names: tuple[str, str], round_a: int = 0, round_b: int = 0,
-                 caption: str = "") -> go.Figure:
-    """Two recorded rounds from one round start, side by side on one layout (nodes aligned by token
-    path); a ring marks a node only that tree verified. `names`: the two methods' names."""
+                 width: int = WIDTH // 2) -> tuple[go.Figure, go.Figure]:
+    """Two recorded rounds from one round start as two figures of one layout (nodes aligned by token
+    path: a candidate sits at the same place in both); a ring marks a node only that tree verified.
+    `names`: the two methods' names; `width`: px per figure (the two fit side by side)."""
     a, b = kept_rows(run_a, round_a), kept_rows(run_b, round_b)
     a, b, pos = aligned(a, b)
     xs = [p[0] for p in pos.values()]
-    xr = [min(xs) - 1.5, max(xs) + 1.5]  # room for the outermost labels
+    m = margins(True)
+    plot_w, span = width - m["l"] - m["r"], max(xs) - min(xs)
+    pad = max(0.7, EDGE_PX * span / (plot_w - 2 * EDGE_PX)) if span > 0 else 0.7  # an accepted label fits at the edge
+    xr = [min(xs) - pad, max(xs) + pad]
     depth = int(max(a["depth"].max(), b["depth"].max()))
-    yr = [-depth - 0.45, 0.35]
-    px_per_x = (WIDTH / 2 - 20) / (xr[1] - xr[0])
-    titles = []
+    yr = [-depth - 0.45, 0.5]
+    px_per_x = plot_w / (xr[1] - xr[0])
+    height = max(int(ROW_PX * (depth + 1) + m["t"] + m["b"] + 20), MIN_HEIGHT)
+    figs = []
     for name, rows, other in ((names[0], a, b), (names[1], b, a)):
-        acc = int(rows["accepted"].astype(bool).sum()) - 1
-        only = len(set(rows["path"]) - set(other["path"]))
-        titles.append(f"<b>{name}</b><br>A = {acc} accepted · {len(rows) - 1} verified · {only} only here")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.04)
-    for col, (rows, other) in enumerate(((a, b), (b, a)), start=1):
-        for t in tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=True):
-            t.showlegend = t.showlegend and col == 1
-            t.legendgroup = t.name
-            fig.add_trace(t, row=1, col=col)
+        fig = go.Figure(tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=True))
         only = rows[~rows["path"].isin(set(other["path"]))]
         fig.add_trace(go.Scatter(x=[pos[v][0] for v in only["node"]], y=[pos[v][1] for v in only["node"]], mode="markers",
-                                 name="only in this tree", showlegend=col == 1, legendgroup="only", hoverinfo="skip",
-                                 marker={"symbol": "circle-open", "size": 24, "color": ONLY_COLOR, "line": {"width": 2}}),
-                      row=1, col=col)
-    axis = {"visible": False, "showgrid": False, "zeroline": False}
-    height = max(int(ROW_PX * (depth + 1) + 190), MIN_HEIGHT + 100)
-    fig.update_xaxes(**axis, range=xr)
-    fig.update_yaxes(**axis, range=yr)
-    title = "one round start, two methods: nodes at the same place are the same token path"
-    fig.update_layout(width=WIDTH, height=height, plot_bgcolor="white", paper_bgcolor="white",
-                      margin={"l": 10, "r": 10, "t": 100, "b": 90}, dragmode="pan",
-                      title={"text": title + (f"<br><span style='font-size:12px;color:#444'>{caption}</span>" if caption else ""),
-                             "x": 0.01, "xanchor": "left", "y": 0.98, "yanchor": "top", "font": {"size": 14}},
-                      legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": -0.02, "yanchor": "top",
-                              "font": {"size": 11}},
-                      hoverlabel={"font": {"family": FONT, "size": 11}})
-    for ann in fig.layout.annotations:  # the subplot titles
-        ann.font = {"size": 12, "family": FONT, "shadow": HALO}
-    return fig
+                                 name="only in this tree", showlegend=False, meta="legend key", hoverinfo="skip",
+                                 marker={"symbol": "circle-open", "size": 24, "color": ONLY_COLOR, "line": {"width": 2}}))
+        acc = int(rows["accepted"].astype(bool).sum()) - 1
+        title = f"{name}: A = {acc} accepted · {len(rows) - 1} verified · {len(only)} only here"
+        style_tree(fig, width, height, xr, yr, captioned(title, None, width), scroll=True)
+        for t in fig.data:  # the legend is shown once, beside both (`legend_html`)
+            t.meta, t.showlegend = ("legend key" if t.showlegend or t.meta == "legend key" else None), False
+        fig.update_layout(dragmode="pan")
+        figs.append(fig)
+    return figs[0], figs[1]

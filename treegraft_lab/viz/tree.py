@@ -352,7 +352,7 @@ def _round_rows(run, round: int, step: int | None, run_id: int) -> pd.DataFrame:
     return rows
 
 
-def _margin(scroll: bool) -> dict:
+def margins(scroll: bool) -> dict:
     """The figure's margins: a figure in a sideways-scrolling box has no legend of its own (the
     box shows it, docked outside the scrolled area: `legend_html`), so no room on the right for one."""
     return {**MARGIN, "r": SCROLL_MARGIN_R} if scroll else MARGIN
@@ -366,7 +366,7 @@ def _canvas(pos: dict, width: int | None = None, depth: int | None = None,
     no marker or accepted label there is cut."""
     xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
     ys = ys if depth is None else [y for y in ys if y >= -depth] or [0.0]
-    m = _margin(scroll)
+    m = margins(scroll)
     n_cols = max(xs) - min(xs) + 1
     natural = max(LEAF_PX * (n_cols + 1.4) + m["l"] + m["r"], 640)
     width = width or int(natural if scroll else min(natural, MAX_WIDTH))
@@ -454,14 +454,14 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     focus = focus and step is not None
     width, height, px_per_x, xr, yr = _canvas(pos, width, depth=int(rows["depth"].max()), scroll=scroll and not focus)
     if focus:
-        m = _margin(scroll)
+        m = margins(scroll)
         xr, yr = focus_ranges(pos, step_nodes(rows, step), xr, yr, width - m["l"] - m["r"])
         px_per_x = (width - m["l"] - m["r"]) / (xr[1] - xr[0])
         height = max(int(ROW_PX * min(yr[1] - yr[0], FOCUS_ROWS + 0.75) + m["t"] + m["b"] + 20), MIN_HEIGHT)
     labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
     fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
-    _style(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, min(width, MAX_WIDTH)),
+    style_tree(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, min(width, MAX_WIDTH)),
            scroll=scroll)  # the title wraps to what a scrolling box shows of a wide tree
     if focus:
         fig.update_layout(dragmode="pan")
@@ -510,14 +510,14 @@ def retitle(fig: go.Figure, text: str) -> go.Figure:
     return fig
 
 
-def _style(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: str, lines: int | None = None,
+def style_tree(fig: go.Figure, width: int, height: int, xr: list, yr: list, title: str, lines: int | None = None,
            scroll: bool = False) -> None:
     """Axes, legend and a title that starts below plotly's toolbar and wraps to the figure's width;
     the top margin (and the height) grow by `lines` title lines (default: this title's). `scroll`:
     no legend in the figure (the scrolling box docks it outside, `legend_html`)."""
     axis = {"visible": False, "showgrid": False, "zeroline": False, "fixedrange": False}
     extra = TITLE_LINE_PX * ((lines or title_lines(title)) - 1)
-    m = _margin(scroll)
+    m = margins(scroll)
     fig.update_layout(
         title={"text": title, "x": 0.01, "xanchor": "left", "xref": "container", "yref": "container",
                "y": _title_y(title, height + extra), "yanchor": "top", "font": {"size": TITLE_SIZE}},
@@ -597,7 +597,7 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
     fig = go.Figure(data=frames[0].data, frames=frames)
     lines = max(title_lines(f.layout.title.text) for f in frames)  # every frame's title fits
     controls = 86  # px between the title and the plot: the play buttons, and the slider beside them
-    _style(fig, width, height + controls, frames[0].layout.xaxis.range, frames[0].layout.yaxis.range,
+    style_tree(fig, width, height + controls, frames[0].layout.xaxis.range, frames[0].layout.yaxis.range,
            frames[0].layout.title.text, lines=lines)
     fig.update_layout(margin={"t": fig.layout.margin.t + controls, "b": 10}, dragmode="pan")
     for f in frames:
