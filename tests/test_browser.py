@@ -707,8 +707,8 @@ def every_step_in_view(page, name: str = "01_step_through.ipynb") -> None:
     page.wait_for_function(f"() => document.querySelector('{title}').textContent.includes('after draft step 1')", timeout=60_000)
     cmp_ = ".tg-compare"
     page.wait_for_selector(f"{cmp_} .js-plotly-plot .main-svg", timeout=120_000)
-    subtitles = page.locator(f"{cmp_} .js-plotly-plot .annotation-text").all_text_contents()
-    assert sum("accepted" in t for t in subtitles) == 2, subtitles  # two trees, each with what the target accepted
+    titles = page.locator(f"{cmp_} .js-plotly-plot .gtitle").all_text_contents()
+    assert sum("accepted" in t for t in titles) == 2, titles  # two trees, each with what the target accepted
     assert page.locator(f"{cmp_} table").count() == 1  # acceptance by depth
     shoot(page, page.locator(cmp_).first, ARTIFACTS / "moves" / "compare_01.png")
     page.set_viewport_size(VIEWPORT)

@@ -461,12 +461,13 @@ COMPARE_METHODS = {  # bench method -> its name in the views (`bench.tree_decode
 }
 
 
-def compare_round(pair: Any, run: Any, round: int, methods: tuple[str, ...] = ("10101", "hf-pld"),
-                  run_id: int = 0) -> dict[str, Any]:
-    """Each of `methods` (`COMPARE_METHODS`) drafts ONE round from the start of `round` of a recorded
-    run (the same committed text), recorded: method -> its one-round Run (`decoder.record_round`).
-    The budget and pruning are the recorded run's; Token Recycling starts with an empty matrix
-    (it learns from the target's verified logits over a run, here one round)."""
+def compare_round(pair: Any, run: Any, round: int, methods: tuple[Any, ...] = ("10101", "hf-pld"),
+                  run_id: int = 0) -> dict[Any, Any]:
+    """Each of `methods` drafts ONE round from the start of `round` of a recorded run (the same
+    committed text), recorded: method -> its one-round Run (`decoder.record_round`). A method is a
+    name of `COMPARE_METHODS` (the budget and pruning are then the recorded run's) or a decoder of
+    one's own (`TreeGraftDecoder(pair, config, small=..., ...)`, docs/design.md "Extending"). Token
+    Recycling starts with an empty matrix (it learns from the target's verified logits over a run)."""
     import json
 
     from treegraft_lab import measure
@@ -480,6 +481,7 @@ def compare_round(pair: Any, run: Any, round: int, methods: tuple[str, ...] = ("
     profile = measure.resolve(clock, pair)
     out = {}
     for m in methods:
-        dec = tree_decoder(pair, m, budget=cfg.get("budget", 63), prune=cfg.get("prune", "topk"), clock=clock, profile=profile)
+        dec = m if not isinstance(m, str) else tree_decoder(pair, m, budget=cfg.get("budget", 63),
+                                                             prune=cfg.get("prune", "topk"), clock=clock, profile=profile)
         out[m] = record_round(dec, context, prompt_len)[1]
     return out
