@@ -69,7 +69,7 @@ CHECKS_JS = r"""
     if (el.matches('.tg-playground') && table && !/(top-k|value) \(\d+\)/.test(table.innerText)) miss.push("each row's pruning");
     if (miss.length) out.push(['view-unnamed', `${el.className.baseVal ?? el.className} names no ${miss.join(', ')}`.slice(0, 160)]);
   };
-  for (const v of cell.querySelectorAll('.tg-viewer, .tg-playground')) named(v, true);
+  for (const v of cell.querySelectorAll('.tg-viewer, .tg-playground, .tg-compare')) named(v, true);
   for (const v of opts.named ? cell.querySelectorAll(opts.named) : []) named(v, false);
   const hit = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 &&
                         Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
@@ -155,7 +155,7 @@ CHECKS_JS = r"""
     if (isTree && kept && keptDrawn !== +kept[1]) out.push(['kept-not-drawn', `title says kept ${kept[1]}, ${keptDrawn} drawn`]);
     for (const lg of isTree ? plot.querySelectorAll('g.legend') : [])
       if (shown(box(lg)) && !within(box(lg), sc ? box(sc) : sb)) out.push(['tree-out-of-view', 'the legend is outside the view']);
-    if (isTree && !plot.closest('.tg-viewer, .tg-playground')) named(plot, true);
+    if (isTree && !plot.closest('.tg-viewer, .tg-playground, .tg-compare')) named(plot, true);
     if (opts.words) for (const t of plot.querySelectorAll('.g-xtitle, .g-ytitle, .g-x2title, .g-y2title'))
       if (snake.test(t.textContent.trim().split(' (')[0])) out.push(['snake-case-header', `axis title ${t.textContent}`]);
     const buttons = [...plot.querySelectorAll('g.updatemenu-button')].map(box).filter(shown);
