@@ -101,8 +101,8 @@ def test_notebooks_load_the_pair_in_the_dtype_its_scheduler_was_trained_for(bf16
     assert seen[0]["dtype"] == "float32"
     out = capsys.readouterr().out
     # the dtype only: the runs' own captions name their pruning (the sample run is top-k, the scheduler's value)
-    assert "note: the pair loads in float32, the dtype its adaptive scheduler cpu-float32-value was trained for " \
-           "(bfloat16, this device's default, has none)" in out and "prune=" not in out
+    assert "note: the pair loads in float32, the dtype its adaptive scheduler cpu-float32-value-lookup-ngram+recycling was trained " \
+           "for (bfloat16, this device's default, has none)" in out and "prune=" not in out
     assert "adaptive scheduler for smollm2-pocket: " in repr(wb.current())
 
 

@@ -184,3 +184,77 @@ def test_the_regime_notebook_at_full_size_tables_every_ratio_the_family_was_deco
     html = next(o["data"]["text/html"] for o in paper.outputs if o.output_type == "execute_result")
     # the paper's columns hold its numbers; ours is a named extra column with its n, never in the paper's
     assert "ours, extra (n = 12)" in html and html.count("(paper, n = 480)") == 2 and html.count("1.49x") == 1
+
+
+def stream_text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+@pytest.mark.slow
+def test_notebook_05_says_when_treegraft_adaptive_never_calls_and_draws_a_field_with_a_boundary_beside_it(
+        executed_notebook, tmp_path_factory, monkeypatch):
+    """05 names TreeGraft adaptive (what schedule="adaptive" loads for its settings), says in one sentence computed
+    from the run's own decisions whether its field is one-sided, and where it never (or always) calls the mid drafter,
+    draws the family scheduler's field beside it, named as such."""
+    import types
+
+    from treegraft_lab import DecodeConfig, costs, load_run
+    from treegraft_lab.schedule.adaptive import AdaptivePolicy
+    from treegraft_lab.viz import boundary
+
+    runs = shared_runs_dir(tmp_path_factory)
+    monkeypatch.setenv("TREEGRAFT_RUNS_DIR", str(runs))  # the kernel records its runs there; this test reads them back
+    monkeypatch.setenv("RERECORD", "0")
+    nb = executed_notebook("05_scheduler_boundary.ipynb", "1")
+    assert executed_problems("05_scheduler_boundary.ipynb", nb) == []
+    (setup,) = [c for c in nb.cells if "adaptive_words(" in c.source]
+    assert ("TreeGraft adaptive for smollm2-pocket on a100-paper (prune=topk, growth lookup, small drafter "
+            "ngram+recycling) is a100-paper-topk-lookup-ngram+recycling, the single-profile scheduler") in stream_text(setup)
+    policy = AdaptivePolicy.for_pair(types.SimpleNamespace(name="smollm2-pocket"),
+                                     DecodeConfig(schedule="adaptive", clock="a100-paper", prune="topk"),
+                                     costs.load("a100-paper"))
+    inputs = boundary.step_inputs(load_run(runs / "suite-adaptive-clock=a100-paper-prune=topk-n1-t8-smoke"), policy)
+    share = inputs.groupby("step")["recorded call"].mean()
+    sig = policy.signals
+    planes = [(sig[0], sig[1]), (sig[2], sig[3]), (sig[4], sig[5]), ("t_tgt_ms", "t_mid_ms")]
+    field = boundary.field(policy, inputs, int((share - 0.5).abs().idxmin()), planes)
+    (verdict,) = [c for c in nb.cells if "boundary.field(policy" in c.source]
+    said = field.text("TreeGraft adaptive (a100-paper-topk-lookup-ngram+recycling)", "On a100-paper")
+    assert stream_text(verdict).strip() == said
+    if field.uniform:  # one-sided: said plainly, and a scheduler whose field has both sides is drawn beside it
+        assert ("never calls the mid drafter" if field.calls == 0 else "always calls the mid drafter") in said
+        (beside,) = [c for c in nb.cells if "FAMILY = " in c.source]
+        assert "figure" in beside.metadata.get("tags", [])
+        assert any(FIGURE_MIMES[1] in o.get("data", {}) for o in beside.outputs)
+        shown = stream_text(beside)
+        assert "family-topk-lookup: the family scheduler" in shown and "not TreeGraft adaptive" in shown
+        assert "the family scheduler (family-topk-lookup) calls the mid drafter at" in shown  # its decisions are mixed
+
+
+@pytest.mark.slow
+def test_notebook_08_says_which_scheduler_is_treegraft_adaptive_and_tables_it_as_such(executed_notebook):
+    """08 says, computed from the stored decodes, which of its schedulers is TreeGraft adaptive (what
+    schedule="adaptive" loads for its pair, profile and settings) and what the family scheduler is; its row
+    "TreeGraft (adaptive)" beside the paper's holds TreeGraft adaptive's speedup, the family scheduler a row of its own."""
+    from treegraft_lab import costs, regime
+    from treegraft_lab.schedule.choice import treegraft_adaptive
+
+    folder = NB_DIR.parent / "data" / "regime" / "smollm2-pocket-lookup-topk"
+    base, cfg = costs.load("a100-paper"), regime.map_config("lookup")
+    mine = treegraft_adaptive("smollm2-pocket", "a100-paper", cfg)
+    name = regime.adaptive_name(folder, "smollm2-pocket", base, cfg)
+    nb = executed_notebook("08_where_when_matters.ipynb", "1")
+    (which,) = [c for c in nb.cells if "regime.which_adaptive(" in c.source]
+    shown = "".join(o["data"].get("text/markdown", "") for o in which.outputs if o.output_type == "execute_result")
+    assert shown.startswith("**Which scheduler is which.** **TreeGraft adaptive** for smollm2-pocket on a100-paper")
+    assert f" is {mine.name}, the single-profile scheduler for a100-paper" in shown and name == "adaptive-single"
+    assert f"Its decodes on this map are `{name}`" in shown
+    assert "`adaptive-family` is family-topk-lookup, the family scheduler" in shown
+    df, _ = regime.load(folder)
+    reps = regime.split(df, 5)[:2]  # SMOKE: the notebook's two prompts
+    at = regime.summary(regime.load_decodes(folder, "a100-paper", reps, [0.6])).set_index("schedule")["speedup"]
+    (paper,) = [c for c in nb.cells if "headline" in c.metadata.get("tags", []) and "PAPER.MAIN" in c.source]
+    html = next(o["data"]["text/html"] for o in paper.outputs if o.output_type == "execute_result")
+    rows = {r[0]: r[1:] for r in (re.findall(r"<t[hd][^>]*>\s*(.*?)\s*</t[hd]>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", html, re.S))}
+    assert rows["TreeGraft (adaptive)"][-1] == f"{at[name]:.2f}x"
+    assert rows["family scheduler"] == ["—", "—", f"{at['adaptive-family']:.2f}x"]

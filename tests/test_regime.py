@@ -271,9 +271,9 @@ def test_a_schedule_decoded_at_one_ratio_is_drawn_large_on_top_and_named_in_word
     rows.append({"ratio": 0.6, "schedule": "adaptive-single", "speedup": 3.6, "A": 3.0, "mid_calls_per_round": 1.0})
     fig = regime_figure(pd.DataFrame(rows))
     lines = {ln.get_label(): ln for ln in fig.axes[0].get_lines()}
-    single = lines["adaptive: single-profile scheduler (one ratio, 0.6)"]
+    single = lines["TreeGraft adaptive, single-profile scheduler (one ratio, 0.6)"]
     others = [ln for name, ln in lines.items() if ln is not single]
-    assert "adaptive: family scheduler (reads T_tgt, T_mid)" in lines
+    assert "family scheduler (reads T_tgt, T_mid)" in lines
     assert all(single.get_zorder() > ln.get_zorder() and single.get_markersize() > ln.get_markersize() for ln in others)
     assert [ax.get_title() for ax in fig.axes[:3]] == [title for _, title in PANELS]  # the panels keep their titles
 

@@ -496,6 +496,159 @@ def when_pays(gain: pd.Series, who: str = "the family scheduler",
     return text + (f" (within {tie:.1%})." if "ties" in text else ".")
 
 
+# ---------------------------------------------------------------------------- which scheduler is which
+def stored_schedulers(folder: str | Path) -> dict[str, Path]:
+    """The scheduler artifacts a replay folder's stored decodes ran with: decode name -> artifact folder, read from
+    the `--scheduler NAME=FOLDER` of the commands its provenance.json records (a rule, NAME=rule:..., is no folder:
+    left out)."""
+    import re
+
+    from treegraft_lab.paths import REPO_DIR
+
+    path = Path(folder) / "provenance.json"
+    commands = json.loads(path.read_text()).get("commands", []) if path.is_file() else []
+    out = {}
+    for cmd in commands:
+        for name, spec in re.findall(r"--scheduler\s+([^=\s]+)=(\S+)", cmd):
+            where = Path(spec) if Path(spec).is_absolute() else REPO_DIR / spec
+            if where.is_dir():
+                out[name] = where
+    return out
+
+
+def mixed_ratio(runs: pd.DataFrame, schedule: str, depth: int = 5) -> tuple[float, float] | None:
+    """The ratio at which `schedule`'s stored decodes (`load_decodes` rows) call the mid drafter at the share
+    of draft steps nearest one half (its decisions most mixed there), and that share; None without decodes."""
+    g = runs[runs["schedule"] == schedule].groupby("ratio")[["mid_calls", "rounds"]].sum() if len(runs) else None
+    if g is None or g.empty:
+        return None
+    share = g["mid_calls"] / (g["rounds"] * depth)
+    r = float((share - 0.5).abs().idxmin())
+    return r, float(share[r])
+
+
+def bench_calls(folder: str | Path, method: str = "adaptive") -> dict | None:
+    """What `method` decided in a stored benchmark (data/bench/<name>), priced on its modelled profile:
+    prompts, rounds, mid calls, its modelled speedup over plain decoding, the method it decided exactly as
+    ("same_as", or None) and the bench's settings; None when the folder holds no such rows."""
+    folder = Path(folder)
+    if not (folder / "records.parquet").is_file() or not (folder / "results.json").is_file():
+        return None
+    doc = json.loads((folder / "results.json").read_text())
+    settings = doc.get("meta", {}).get("settings", {})
+    clock = (settings.get("model_on") or ["wall"])[0]
+    rec = pd.read_parquet(folder / "records.parquet")
+    rows = rec[(rec["method"] == method) & (rec["clock"] == clock)]
+    if rows.empty:
+        return None
+    res = doc.get("modelled", {}).get(clock, doc) if clock != "wall" else doc
+    return {"prompts": int(rows["question_id"].nunique()), "rounds": int(rows["rounds"].sum()),
+            "mid_calls": int(rows["mid_calls"].sum()), "speedup": res.get("overall", {}).get(method),
+            "same_as": res.get("same_decisions", {}).get(method), "clock": clock, "settings": settings}
+
+
+def held_out_gain(folder: str | Path) -> tuple[float, float] | None:
+    """A scheduler artifact's own cross-validated record (scheduler.json): its modelled tokens/s over
+    all-small's on the held-out round starts of its training prompts, and the share of held-out draft steps
+    its student calls the mid drafter at; None where it records neither."""
+    from treegraft_lab.schedule import artifact as art_io
+
+    meta = art_io.read_meta(folder)
+    tps, cv = meta.get("replay_tokens_per_s") or {}, meta.get("student_cv") or {}
+    if not tps.get("00000") or "adaptive" not in tps or "call_rate" not in cv:
+        return None
+    return tps["adaptive"] / tps["00000"] - 1, float(cv["call_rate"])
+
+
+def adaptive_name(folder: str | Path, pair: str, base: DeviceProfile, config: DecodeConfig) -> str | None:
+    """The name of the replay `folder`'s stored decodes that ran TreeGraft adaptive for `pair` on `base` under
+    `config` (`schedule.choice.treegraft_adaptive`, `stored_schedulers`); None when none did."""
+    from treegraft_lab.schedule.choice import treegraft_adaptive
+
+    mine = treegraft_adaptive(pair, base.name, config).resolve()
+    return next((n for n, f in stored_schedulers(folder).items() if f.resolve() == mine), None)
+
+
+ENDPOINT_METHODS = {"small": "all-small", "mid": "all-mid"}  # the bench's method names of the two endpoints
+
+
+def which_adaptive(folder: str | Path, pair: str, base: DeviceProfile, config: DecodeConfig, runs: pd.DataFrame,
+                   ratio: float, bench: str | Path | None = None) -> str:
+    """Markdown, computed: which scheduler TreeGraft adaptive is for `pair` on `base`'s profile class under
+    `config` (`schedule.choice.treegraft_adaptive`: what schedule="adaptive" loads), which of the replay
+    `folder`'s stored decodes ran it, what it and every other stored scheduler (named for what it is) decide at
+    `ratio` (mid calls a round, speedup) and over the ratios they were decoded at; and, where the workbench's
+    default trees (`presets.SPEED`) have another TreeGraft adaptive, which, with what it decided in `bench`
+    and on its held-out training round starts."""
+    from treegraft_lab.config import preset
+    from treegraft_lab.schedule.adaptive import profile_class
+    from treegraft_lab.schedule.choice import adaptive_words, scheduler_kind, treegraft_adaptive
+
+    cls = profile_class(base)
+    mine = treegraft_adaptive(pair, base.name, config)
+    stored = stored_schedulers(folder)
+    s = by_ratio(runs[runs["schedule"].isin(stored)]) if len(runs) else pd.DataFrame(columns=["schedule", "ratio"])
+
+    def calls(name: str) -> float | None:
+        g = s[(s["schedule"] == name) & np.isclose(s["ratio"], ratio, rtol=5e-4)]
+        return None if g.empty else float(g["mid_calls_per_round"].iloc[0])
+
+    def at(name: str) -> str:
+        g = s[(s["schedule"] == name) & np.isclose(s["ratio"], ratio, rtol=5e-4)]
+        if g.empty:
+            return f"it was not decoded at T_mid / T_tgt {ratio:g}"
+        return f"at T_mid / T_tgt {ratio:g} it makes {g['mid_calls_per_round'].iloc[0]:.2f} mid calls a round " \
+               f"({g['speedup'].iloc[0]:.2f}x plain decoding)"
+
+    def span(name: str) -> str:
+        g = s[s["schedule"] == name].sort_values("ratio")
+        if g["ratio"].nunique() < 2:
+            return ""
+        lo, hi = g.iloc[0], g.iloc[-1]
+        return (f"; it reads the ratio, and its calls follow it: {lo['mid_calls_per_round']:.2f} a round at "
+                f"{lo['ratio']:g}, {hi['mid_calls_per_round']:.2f} at {hi['ratio']:g}")
+
+    mine_name = adaptive_name(folder, pair, base, config)
+    out = [adaptive_words(pair, cls, config, mine).replace("TreeGraft adaptive", "**TreeGraft adaptive**", 1) + "."]
+    if mine_name:
+        out.append(f"Its decodes on this map are `{mine_name}`: {at(mine_name)}{span(mine_name)}.")
+    for name, f in stored.items():
+        if name == mine_name:
+            continue
+        kind = scheduler_kind(f)
+        line = (f"`{name}` is {f.name}, the {kind}, not TreeGraft adaptive for any one profile (it runs only when "
+                f"its folder is named, `scheduler_path`): {at(name)}{span(name)}")
+        a, b = (calls(mine_name) if mine_name else None), calls(name)
+        if a is not None and b is not None and kind.startswith(("family", "map")):
+            one = s.loc[s["schedule"] == mine_name, "ratio"].nunique() == 1
+            line += (f". At {ratio:g} the two decide {'alike' if abs(a - b) < 0.1 else 'differently'} ({a:.2f} and "
+                     f"{b:.2f} mid calls a round); only {name} was trained to follow the cost ratio across profiles, "
+                     f"while {mine.name} was trained on {cls} alone"
+                     + (f", so the map decodes it at {cls}'s ratio only" if one else ""))
+        out.append(line + ".")
+    default = preset("speed", prune=config.prune, clock=base.name)
+    theirs = treegraft_adaptive(pair, base.name, default)
+    if theirs.resolve() != mine.resolve():
+        line = (f"The workbench's default trees (the speed preset: growth {default.growth}, small drafter "
+                f"{default.small}; notebook 05's run, the README's modelled column) have their own TreeGraft adaptive "
+                f"on {cls}, {theirs.name}")
+        b = bench_calls(bench) if bench else None
+        if b and b["settings"].get("small") == default.small and b["clock"] == base.name:
+            line += (f": on the {b['prompts']} eval prompts of `{Path(bench).name}` it made {b['mid_calls']} mid calls "
+                     f"in {b['rounds']} rounds ({b['speedup']:.2f}x plain decoding"
+                     + (f", the same decisions as {ENDPOINT_METHODS.get(b['same_as'], b['same_as'])})"
+                        if b["same_as"] else ")"))
+        gains = [held_out_gain(f) if (f / "scheduler.json").is_file() else None for f in (theirs, mine)]
+        if all(gains):
+            (g1, c1), (g0, c0) = gains
+            line += (f". On the held-out round starts of its training prompts it gains {g1:+.1%} over all-small and "
+                     f"calls at {c1:.1%} of the draft steps, against {g0:+.1%} and {c0:.1%} for {mine.name}: "
+                     + ("with those trees a mid call pays less on this profile" if g1 < g0 and c1 < c0 else
+                        "it was trained on other trees"))
+        out.append(line + ".")
+    return " ".join(out)
+
+
 # ---------------------------------------------------------------------------- the mid drafter axis
 def replay_folder(pair: str, growth: str = "lookup") -> Path:
     """Where a pair's replays are stored: data/regime/<pair>-<growth>-topk (one folder per mid drafter)."""

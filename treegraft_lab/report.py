@@ -21,6 +21,7 @@ from treegraft_lab.paths import DATA_DIR, REPO_DIR
 BENCH = DATA_DIR / "bench"
 GROWTH = DATA_DIR / "growth"
 REGIME = DATA_DIR / "regime" / "smollm2-pocket-lookup-topk"
+BENCH_A100 = BENCH / "smollm2-pocket-a100-lookup"  # the default trees modelled on a100-paper: the README's modelled column
 CATEGORIES = ("code", "math", "multi_turn", "qa", "rewrite", "summarization")
 README_BEGIN = "<!-- results: written by `treegraft-lab report` from data/bench; do not edit by hand -->"
 README_END = "<!-- end of results -->"
@@ -387,12 +388,16 @@ def regime_section() -> str:
     runs = regime.load_decodes(REGIME, base.name)
     dec = regime.summary(runs[runs["ratio"] == 0.6]).set_index("schedule")
     (qwen, qs, qm, qa, qn), (llama, ls, lm, la, ln) = paper.MAIN[:2]
+    stored = regime.stored_schedulers(REGIME)  # decode name -> the artifact it ran
+    mine = regime.adaptive_name(REGIME, meta["pair"], base, regime.map_config("lookup"))  # what schedule="adaptive" loads
     beside = table(["speedup over plain decoding", f"{qwen} (paper, n = {qn})", f"{llama} (paper, n = {ln})",
                     f"ours: SmolLM2-135M / pocket, modelled (n = {len(reps)})"],
                    [["all-small", x(qs), x(ls), x(at.loc["all-small", "speedup"])],
                     ["all-mid", x(qm), x(lm), x(at.loc["all-mid", "speedup"])],
-                    ["TreeGraft (adaptive)", x(qa), x(la), f"{x(dec.loc['adaptive-family', 'speedup'])} (family), "
-                     f"{x(dec.loc['adaptive-single', 'speedup'])} (single-profile)"],
+                    ["TreeGraft (adaptive)", x(qa), x(la), f"{x(dec.loc[mine, 'speedup'])} (`{mine}`: TreeGraft adaptive, "
+                     f"the single-profile scheduler `{stored[mine].name}`)"],
+                    ["family scheduler", "-", "-", f"{x(dec.loc['adaptive-family', 'speedup'])} (`adaptive-family`: "
+                     f"`{stored['adaptive-family'].name}`, ours only)"],
                     ["oracle", "-", "-", x(at.loc["oracle", "speedup"])]])
     return ("## Where WHEN matters: the regime map\n\nEvery schedule replayed from round starts of each prompt's greedy "
             "answer and priced on `a100-paper` with the mid drafter's curve scaled so that T_mid / T_tgt takes each "
@@ -401,7 +406,8 @@ def regime_section() -> str:
             "plain-decoding time over total time.\n\n"
             f"{provenance(prov['commands'], prov['machine'], prov['date'], 'data/regime/smollm2-pocket-lookup-topk')}\n\n"
             f"![regime map](img/regime.png)\n\n{mapped}\n\n![draft steps that call the mid drafter](img/regime-steps.png)\n\n"
-            f"Beside the paper's own pairs at a100-paper's ratio (the paper's columns: {paper.MAIN_HOW}; ours: modelled, "
+            f"{regime.which_adaptive(REGIME, meta['pair'], base, regime.map_config('lookup'), runs, 0.6, BENCH_A100)}"
+            f"\n\nBeside the paper's own pairs at a100-paper's ratio (the paper's columns: {paper.MAIN_HOW}; ours: modelled, "
             f"prefill excluded, {meta['max_new']} new tokens; only the pattern carries over):\n\n{beside}")
 
 

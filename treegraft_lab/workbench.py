@@ -70,11 +70,13 @@ class Params:
 
     def scheduler_choice(self) -> Any:
         """The dtype and pruning the notebooks run with: ones this pair's adaptive scheduler was
-        trained for on this device and clock where one is (`schedule.choice`), value pruning first."""
+        trained for on this device and clock where one is (`schedule.choice`), value pruning first, for
+        the trees the notebooks grow (the speed preset's growth and small drafter)."""
+        from treegraft_lab.presets import SPEED_GROWTH, SPEED_SMALL
         from treegraft_lab.schedule.choice import choose_settings
 
-        return choose_settings(self.pair_name(), device=self.device, clock=self.clock,
-                               prefer_prune="value" if self.clock == "wall" else "topk")
+        return choose_settings(self.pair_name(), device=self.device, clock=self.clock, growth=SPEED_GROWTH,
+                               small=SPEED_SMALL, prefer_prune="value" if self.clock == "wall" else "topk")
 
     def scheduler_lines(self) -> list[str]:
         """Which adaptive scheduler the notebooks use for this pair and clock, or the commands that make one."""
@@ -178,19 +180,20 @@ def cached_pair(name: str, device: str) -> Any:
 
 
 def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int,
-                progress: Callable[[int], None] | None = None) -> Any:
+                progress: Callable[[int], None] | None = None, profile: Any = None) -> Any:
     """Decode each prompt (a string or a suite row) under `config`; return one recorded Run.
 
     Suite rows keep their `category` and `question_id` in the runs table. The config's clock is
-    resolved here, once (this device's profile is measured on first use). `progress(tokens)`: called
-    after every round with the tokens the current prompt has emitted so far.
+    resolved here, once (this device's profile is measured on first use), unless `profile` (a
+    DeviceProfile, e.g. one scaled from the clock's) is given: the decoder prices with it. `progress(tokens)`:
+    called after every round with the tokens the current prompt has emitted so far.
     """
     from treegraft_lab import TreeGraftDecoder, measure, record
     from treegraft_lab.errors import TreeGraftError
 
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:  # before the profile is measured
         raise TreeGraftError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-    dec = TreeGraftDecoder(pair, config, profile=measure.resolve(config.clock, pair))
+    dec = TreeGraftDecoder(pair, config, profile=profile or measure.resolve(config.clock, pair))
     done = [0]
 
     def count(ev) -> None:
@@ -279,18 +282,21 @@ def suite_prompts(limit: int | None = None) -> list[dict]:
 
 
 def suite_run(schedule: str = "10101", limit: int | None = None, max_new_tokens: int | None = None,
-              preset: str = "speed", **config: Any) -> Any:
+              preset: str = "speed", profile: Any = None, **config: Any) -> Any:
     """The suite prompts decoded with `schedule` under `preset` ("speed", the defaults, or "release";
-    `presets.PRESETS`), top-k pruning unless given, and any DecodeConfig overrides, recorded once."""
+    `presets.PRESETS`), top-k pruning unless given, and any DecodeConfig overrides, recorded once.
+    `profile`: a DeviceProfile to price with instead of the one the clock names (its name joins the
+    run's); a folder among the overrides (`scheduler_path`) names the run by its last part."""
     from treegraft_lab.config import preset as make
 
     S = sizes()
     cfg = make(preset, schedule=schedule, **{"budget": S.budget, "clock": current().clock, "prune": "topk", **config})
-    extra = "".join(f"-{k}={v}" for k, v in sorted(config.items()))
+    extra = "".join(f"-{k}={Path(str(v)).name if k == 'scheduler_path' else v}" for k, v in sorted(config.items()))
+    extra += f"-at={profile.name}" if profile is not None else ""
     n = max_new_tokens or S.max_new_tokens
     name = f"suite-{schedule}" + ("" if preset == "speed" else f"-{preset}") + extra + (f"-n{limit}" if limit else "") \
         + (f"-t{n}" if max_new_tokens else "")
-    return cached_run(name, lambda: record_runs(demo_pair(), suite_prompts(limit), cfg, n), cfg)
+    return cached_run(name, lambda: record_runs(demo_pair(), suite_prompts(limit), cfg, n, profile=profile), cfg)
 
 
 def figures_dir() -> Path:

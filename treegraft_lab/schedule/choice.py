@@ -123,3 +123,49 @@ def resolve_auto(config, pair, profile):
     cfg = replace(config, schedule="small", prune=prunes[0])
     return cfg, (f"DecodeConfig on {profile_class(profile)}: schedule=small, no mid call ({reason}), "
                  + ", ".join(said) + "; name a schedule (e.g. '10101') to fix it")
+
+
+def scheduler_kind(folder: Path) -> str:
+    """What a scheduler artifact is, in words, from its scheduler.json: the map scheduler (trained over
+    several mid drafters and a family of device profiles), the family scheduler (trained over a family
+    of device profiles, the cost ratio one of its inputs) or the single-profile scheduler of one profile
+    class (every artifact that `schedule="adaptive"` loads by itself)."""
+    from treegraft_lab.schedule import artifact as art_io
+
+    meta = art_io.read_meta(folder)
+    training = meta.get("training") or {}
+    if meta.get("profile_class") != "family":
+        return f"single-profile scheduler for {meta.get('profile_class')}"
+    n = len(training.get("family") or [])
+    over = f"{n} device profiles" if n else "a family of device profiles"
+    if art_io.AGREEMENT in meta.get("inputs", []):
+        mids = training.get("mids") or {}
+        drafters = f"{len(mids)} mid drafters" if mids else "several mid drafters"
+        return (f"map scheduler (trained over {drafters} and {over}; the cost ratio T_mid / T_tgt and the mid "
+                "drafter's agreement are inputs)")
+    return f"family scheduler (trained over {over}; the cost ratio T_mid / T_tgt is an input)"
+
+
+def treegraft_adaptive(pair_name: str, clock: str, config, device: str = "auto", dtype: str = "auto") -> Path:
+    """The scheduler folder that `DecodeConfig(schedule="adaptive")` loads for `pair_name` on the profile
+    `clock` names, with `config`'s pruning, tree growth and small drafter (`adaptive.default_folder`; it
+    may hold no artifact: `adaptive_words` says so). TreeGraft adaptive is this one artifact per (pair,
+    profile class, pruning, growth, small drafter); a family or map scheduler runs only when named by
+    `scheduler_path`."""
+    from treegraft_lab.schedule.adaptive import default_folder
+
+    return default_folder(pair_name, clock, config.prune, config.growth, device, dtype, config.small)
+
+
+def adaptive_words(pair_name: str, profile_class: str, config, folder: Path | None) -> str:
+    """One sentence: which scheduler TreeGraft adaptive is for `pair_name` on `profile_class` under
+    `config`'s pruning, growth and small drafter (`folder`: `treegraft_adaptive`'s answer, or the folder a
+    decoder resolved), and what kind it is (`scheduler_kind`); or that none is trained there."""
+    settings = (f"{pair_name} on {profile_class} (prune={config.prune}, growth {config.growth}, small drafter "
+                f"{config.small})")
+    if folder is None or not (folder / "scheduler.json").is_file():
+        return (f"TreeGraft adaptive for {settings}: no scheduler is trained"
+                + (f" ({folder.name} holds none)" if folder is not None else "")
+                + ", so schedule='adaptive' is refused there and schedule='auto' runs all-small")
+    return (f"TreeGraft adaptive for {settings} is {folder.name}, the {scheduler_kind(folder)}: the scheduler "
+            "DecodeConfig(schedule='adaptive') loads for these settings")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -84,6 +85,88 @@ def slice_scores(policy, art, base: dict[str, float], sx: str, sy: str, xs, ys) 
     return z
 
 
+def planes_at(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[str, str]]):
+    """The planes `boundary_figure` draws: the rows their medians and markers come from (the asked
+    steps; all steps where none at `step` was asked), the slice centre (`centre`) and, per plane,
+    (sx, sy, xs, ys, g over the grid in tokens/s)."""
+    art = policy.artifact
+    asked = inputs[inputs["recorded g"].notna()]
+    inputs = asked if (asked["step"] == step).any() else inputs
+    base = centre(inputs, art, step)
+    grids = [(sx, sy, *(xs := axis_values(sx, art, inputs[sx]), ys := axis_values(sy, art, inputs[sy])),
+              slice_scores(policy, art, base, sx, sy, xs, ys)) for sx, sy in pairs]
+    return inputs, base, grids
+
+
+COSTS = ("t_tgt_ms", "t_mid_ms")  # the plane of the device profile's two costs: constants of one profile
+
+
+@dataclass(frozen=True)
+class Field:
+    """What a scheduler decided in a recorded run and where its margin changes sign: `decisions` (the
+    steps it was asked about), `calls` (those its `decide` calls the mid drafter at), and per plane
+    drawn (sx, sy, g's lowest and highest value over the plane, tokens/s)."""
+
+    decisions: int
+    calls: int
+    planes: tuple[tuple[str, str, float, float], ...]
+
+    @property
+    def uniform(self) -> bool:
+        """Every asked decision the same: it never, or always, calls the mid drafter."""
+        return self.decisions > 0 and self.calls in (0, self.decisions)
+
+    def crossing(self, signals_only: bool = False) -> list[tuple[str, str]]:
+        """The planes on which g does not keep the sign of every decision (all planes when the decisions are
+        mixed: those where g changes sign); `signals_only`: leaving out the plane of the two costs."""
+        def keeps(lo: float, hi: float) -> bool:
+            return hi <= 0 if self.calls == 0 else lo >= 0 if self.uniform else not lo < 0 < hi
+
+        return [(sx, sy) for sx, sy, lo, hi in self.planes
+                if not keeps(lo, hi) and not (signals_only and {sx, sy} <= set(COSTS))]
+
+    @property
+    def one_sided(self) -> bool:
+        """The scheduler never (or always) calls at this profile: every decision the same, and g keeps that
+        sign over every plane of its signals (the plane of the two costs shows other devices)."""
+        return self.uniform and not self.crossing(signals_only=True)
+
+    def text(self, who: str, where: str) -> str:
+        """One sentence, computed: whether `who` (the scheduler) ever calls the mid drafter `where` (on
+        the profile), and whether there is a boundary to show."""
+        n, planes = self.decisions, len(self.planes)
+        if not n:
+            return (f"{where}, {who} was asked no decision in this run (a generation's first round drafts "
+                    "without it): there is no decision to read a boundary from.")
+        if not self.uniform:
+            return (f"{where}, {who} calls the mid drafter at {self.calls} of its {n} decisions "
+                    f"({self.calls / n:.0%}); g changes sign on {len(self.crossing())} of {planes} planes: the black "
+                    "line is where the decision flips.")
+        never = self.calls == 0
+        sign = "g < 0" if never else "g > 0"
+        head = (f"{where}, {who} {'never' if never else 'always'} calls the mid drafter: it "
+                f"{'skips' if never else 'calls'} at all {n} decisions it was asked")
+        crossing, signals = self.crossing(), self.crossing(signals_only=True)
+        if not crossing:
+            return f"{head}, and {sign} on every plane, so there is no boundary to show."
+        if not signals:
+            return (f"{head}, and {sign} on every plane of its signals, so there is no boundary to show at this "
+                    "profile's costs; only the plane of the two costs crosses g = 0, on devices whose costs differ "
+                    "from this profile's.")
+        named = "; ".join(f"{words(sx)} × {words(sy)}" for sx, sy in signals)
+        return (f"{head}, though g changes sign on {len(crossing)} of {planes} planes ({named}), away from the "
+                "inputs this run met.")
+
+
+def field(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[str, str]]) -> Field:
+    """The `Field` of a recorded run (`step_inputs` rows): its asked decisions as the policy re-scores
+    them, and g's range on each of the planes `boundary_figure` draws at `step`."""
+    asked = inputs[inputs["g"].notna()]
+    _, _, grids = planes_at(policy, inputs, step, pairs)
+    return Field(len(asked), int(asked["call"].sum()),
+                 tuple((sx, sy, float(z.min()), float(z.max())) for sx, sy, _, _, z in grids))
+
+
 def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[str, str]],
                     caption: str = "") -> tuple[go.Figure, list[str]]:
     """A 2 x 2 grid of g_psi planes at the recorded medians of `step`, the g = 0 contour, and the
@@ -92,22 +175,20 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
     the medians and the markers; the title says how many. A run with no asked step at `step` (one
     round only) falls back to its unasked steps, and the title says so. `caption`: a line under the
     title naming the pair, settings and profile (`viz.caption.named`)."""
-    art = policy.artifact
     asked = inputs[inputs["recorded g"].notna()]
     left = int((inputs["step"] == step).sum() - (asked["step"] == step).sum())
-    inputs = asked if (asked["step"] == step).any() else inputs
-    base, at = centre(inputs, art, step), inputs[inputs["step"] == step]
-    grids = [(sx, sy, *(xs := axis_values(sx, art, inputs[sx]), ys := axis_values(sy, art, inputs[sy])),
-              slice_scores(policy, art, base, sx, sy, xs, ys)) for sx, sy in pairs]
+    was_asked = bool((asked["step"] == step).any())  # planes_at takes its medians from the asked steps then
+    inputs, base, grids = planes_at(policy, inputs, step, pairs)
+    at = inputs[inputs["step"] == step]
     lim = max(float(np.abs(g[4]).max()) for g in grids) or 1.0
     fig = make_subplots(2, 2, horizontal_spacing=0.1,  # no plane titles: each axis names its input in words
                         vertical_spacing=0.17)
     notes = []
     out = (f"<br><sup>{left} first-round step(s) left out: the scheduler is not asked there</sup>"
-           if left and inputs is asked else
+           if left and was_asked else
            f"<br><sup>no step-{step} decision was asked in this run (first round only): medians and markers are "
            "of unasked steps, whose recorded choice is the decoder's, not the scheduler's</sup>"
-           if inputs is not asked else "")
+           if not was_asked else "")
     for i, (sx, sy, xs, ys, z) in enumerate(grids):
         r, c = i // 2 + 1, i % 2 + 1
         fig.add_trace(go.Heatmap(x=xs, y=ys, z=z, colorscale=SCALE, zmid=0, zmin=-lim, zmax=lim, showscale=i == 0,

@@ -18,8 +18,10 @@ STYLE = {"all-small": (SMALL, "-", "o"), "all-mid": (MID, "-", "s"), "10101": ("
          "best-fixed": ("#8c564b", "--", "v"), "oracle": ("#2ca02c", "-", "*"),
          "adaptive-family": ("#c2255c", "-", "D"), "adaptive-single": ("#7f7f7f", "--", "x"),
          "rule-match-2": ("#e6ab02", "-.", "P")}
-LABELS = {"adaptive-family": "adaptive: family scheduler (reads T_tgt, T_mid)",
-          "adaptive-single": "adaptive: single-profile scheduler", "rule-match-2": "rule: match = 2"}  # legend words
+# legend words: `adaptive-single` is TreeGraft adaptive for the map's settings (what schedule="adaptive" loads there:
+# `treegraft-lab regime --decode`'s default single-profile artifact), `adaptive-family` the family scheduler
+LABELS = {"adaptive-family": "family scheduler (reads T_tgt, T_mid)",
+          "adaptive-single": "TreeGraft adaptive, single-profile scheduler", "rule-match-2": "rule: match = 2"}
 PANELS = (("speedup", "speedup over plain decoding"),
           ("A", "acceptance length A (new tokens / target forwards)"),
           ("mid_calls_per_round", "mid calls per round"))
