@@ -71,7 +71,7 @@ def test_the_decoder_measures_only_for_wall_and_only_what_is_not_cached(no_measu
         dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget="auto", clock=clock))
         assert dec.profile.name == ("a100-paper" if clock == "a100-paper" else "toy")
     measured, here = [], dataclasses.replace(TOY, n=5)  # what a measurement returns: its n with it
-    monkeypatch.setattr(measure, "measure_checked", lambda p, progress=True: measured.append(p) or here)
+    monkeypatch.setattr(measure, "measure_checked", lambda p, progress=True, previous=None: measured.append(p) or here)
     monkeypatch.setattr(measure, "for_pair", ORIGINAL_FOR_PAIR)
     assert TreeGraftDecoder(pair, DecodeConfig(schedule="small")).profile == here  # "wall", nothing cached: measured
     assert measured == [pair] and measure.cached_path(pair).is_file()  # ... and cached
