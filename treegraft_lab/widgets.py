@@ -1006,7 +1006,7 @@ class CompareView(W.VBox):
     aligned by node (`viz.compare.side_by_side`), and what the target accepted from each by depth."""
 
     def __init__(self, pair, run, round: int | None = None, run_id: int = 0,
-                 methods: tuple[str, str] = ("10101", "small")) -> None:
+                 methods: tuple[str, str] = ("10101", "mid")) -> None:
         from treegraft_lab.workbench import COMPARE_METHODS
 
         self.pair, self.run, self.run_id = pair, run, run_id
