@@ -787,7 +787,7 @@ def interact_01(page, name: str = "01_step_through.ipynb") -> None:
 def interact_02(page, name: str = "02_tree_growth_animation.ipynb") -> None:
     shown = ".js-plotly-plot g.slider-group > text.slider-label"  # "showing: step 1"
     page.set_viewport_size({"width": 1280, "height": 800})
-    anim = ".jp-OutputArea-output:has(g.updatemenu-button)"
+    anim = ".jp-Cell:has(g.updatemenu-button)"
     on_one_screen(page, anim, ["g.updatemenu-button", "g.draglayer .nsewdrag"])  # play and the tree on one screen
     before = page.locator(shown).first.text_content()
     t0 = time.perf_counter()
