@@ -394,7 +394,9 @@ def step_nodes(rows: pd.DataFrame, step: int) -> list[int]:
 
 def focus_ranges(pos: dict, nodes: list[int], xr: list, yr: list, plot_w: float) -> tuple[list, list]:
     """Axis ranges that hold every one of `nodes` (a step's new nodes and its frontier) with a margin,
-    inside the whole tree's ranges `xr`, `yr`: the part of the tree the step changed, in view."""
+    inside the whole tree's ranges `xr`, `yr`: the columns the step changed, in view, from the root's
+    row down to the deepest of them (the root stays in view: the reader keeps their bearings). No
+    node is cut by an edge: one drawn across it moves the edge past it."""
     pts = [pos[v] for v in nodes if v in pos]
     if not pts:
         return xr, yr
@@ -403,10 +405,14 @@ def focus_ranges(pos: dict, nodes: list[int], xr: list, yr: list, plot_w: float)
     want = max(hi - lo, FOCUS_MIN_COLS - 1)
     pad = max(0.7, EDGE_PX * want / max(plot_w - 2 * EDGE_PX, 1.0))
     mid = (lo + hi) / 2
-    x0, x1 = min(lo, mid - want / 2) - pad, max(hi, mid + want / 2) + pad
-    x0, x1 = max(x0, xr[0]), min(x1, xr[1])
-    top, bottom = max(ys), min(ys)
-    return [x0, x1], [max(bottom - 0.45, yr[0]), min(top + 1.3, max(yr[1], 0.5))]  # one row above: the new nodes' parents
+    x0, x1 = max(min(lo, mid - want / 2) - pad, xr[0]), min(max(hi, mid + want / 2) + pad, xr[1])
+    r = (SIZE_MAX / 2 + 3) * (x1 - x0) / max(plot_w, 1.0)  # a marker's half width in x units
+    for x, _ in pos.values():
+        if x0 - r < x < x0 + r:
+            x0 = max(x - 1.5 * r, xr[0])
+        if x1 - r < x < x1 + r:
+            x1 = min(x + 1.5 * r, xr[1])
+    return [x0, x1], [max(min(ys) - 0.45, yr[0]), max(yr[1], 0.5)]
 
 
 def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> str:
