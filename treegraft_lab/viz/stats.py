@@ -252,17 +252,43 @@ def prefills(run) -> int:
     return 0 if _config(run).get("fuse_prompt", True) else len(run.runs)
 
 
-def acceptance_length(run) -> tuple[float, int, int]:
-    """The release's `avg_accept_len`: (all new tokens / all target forwards, tokens, forwards).
+def acceptance_counts(run) -> pd.DataFrame:
+    """Per recorded prompt (index: `run` id), what A counts: `tokens`, every token the target's
+    verifications committed (each round's accepted draft tokens plus its bonus token, the last round
+    counted whole where max_new_tokens or the end of text cut the returned output, as the release's
+    `new_token` does), `forwards`, its target forwards (one verification a round plus a prompt forward
+    of its own, `prefills`), and `returned`, the tokens the call returned."""
+    rounds = run.rounds
+    index = pd.Index(run.runs["run"].unique(), name="run")
+    own = 1 if prefills(run) else 0
+    out = pd.DataFrame(index=index)
+    out["tokens"] = (rounds["accepted"] + 1).groupby(rounds["run"]).sum().reindex(index).fillna(0).astype(int)
+    out["forwards"] = rounds["run"].value_counts().reindex(index).fillna(0).astype(int) + own
+    out["returned"] = run.runs.groupby("run")["output_ids"].first().map(len).reindex(index).fillna(0).astype(int)
+    return out
 
-    Target forwards = one per round (the tree verification) + each prompt forward of its own
-    (`prefills`: the release counts `step_idx + 1` per turn, its prefill included; a fused prompt
-    costs none); new tokens = the tokens each call returned (cut at max_new_tokens and end of
-    text). `release_statistics` counts tokens the release's way (uncut)."""
-    tokens = int(sum(len(ids) for ids in run.runs["output_ids"]))
-    pre = prefills(run)
-    a = release_acceptance(tokens, len(run.rounds), pre) if len(run.runs) else math.nan
-    return a, tokens, len(run.rounds) + pre
+
+def acceptance_length(run) -> tuple[float, int, int]:
+    """The release's `avg_accept_len`, the paper's A: (tokens / target forwards, tokens, forwards)
+    summed over the run's prompts (`acceptance_counts`: tokens the verifications committed, the
+    bonus token counted and the last round whole; one forward a round plus each prompt forward of
+    its own). Every A of notebook 03 reads it."""
+    counts = acceptance_counts(run)
+    tokens, forwards = int(counts["tokens"].sum()), int(counts["forwards"].sum())
+    rounds = forwards - (len(counts) if prefills(run) else 0)
+    a = release_acceptance(tokens, rounds, forwards - rounds) if forwards else math.nan
+    return a, tokens, forwards
+
+
+def acceptance_n(run) -> str:
+    """What `acceptance_length` counted, in words: tokens, forwards, and the tokens returned where
+    max_new_tokens or the end of text cut them."""
+    counts = acceptance_counts(run)
+    tokens, forwards, returned = (int(counts[c].sum()) for c in ("tokens", "forwards", "returned"))
+    pre = len(counts) if prefills(run) else 0
+    cut = f"; {returned:,} returned, the rest cut by max_new_tokens or the end of text" if returned < tokens else ""
+    return (f"{tokens:,} tokens committed / {forwards:,} target forwards ({forwards - pre:,} rounds + {pre} prompt "
+            f"forwards){cut}")
 
 
 def bench_acceptance(records: pd.DataFrame) -> pd.DataFrame:
@@ -346,7 +372,7 @@ def paper_statistics(run) -> pd.DataFrame:
     reselection, i.e. the release's candidate pool with lookback 0) is inferred from the paper's
     mean pool over its pool ratio (`paper.CONVENTIONAL_POOL`), which it fits.
     """
-    a, tokens, forwards = acceptance_length(run)
+    a = acceptance_length(run)[0]
     steps = paper_steps(run)
     mid = steps[steps["call_mid"]]
     calls = mid[mid["frontier"] > 0]
@@ -362,9 +388,10 @@ def paper_statistics(run) -> pd.DataFrame:
 
     rows = [
         ("acceptance length A", a, float(run.rounds["accepted"].mean()) if n_rounds else math.nan,
-         f"{tokens:,} new tokens / {forwards:,} target forwards ({n_rounds:,} rounds + {forwards - n_rounds} prompt forwards)",
-         a_paper, "new tokens / target forwards, bonus token counted, each prompt forward of its own one (release "
-         f"avg_accept_len; paper: {'schedule ' + schedule if schedule in PAPER_A else 'no value for schedule ' + schedule}); "
+         acceptance_n(run), a_paper,
+         "tokens the target's verifications committed / target forwards, bonus token counted, the last round whole, "
+         f"each prompt forward of its own one (release avg_accept_len; paper: "
+         f"{'schedule ' + schedule if schedule in PAPER_A else 'no value for schedule ' + schedule}); "
          "ours: accepted draft tokens per round"),
         ("reselected share (mean of per-call shares)", float(per_call.mean()) if n_mid else math.nan,
          our("reselected share"), f"{n_mid:,} mid calls ({n_k1:,} at k = 1, each 0)", PAPER_STATS["reselected share"],
@@ -398,13 +425,12 @@ def release_sums(run) -> pd.DataFrame:
     mid = steps[steps["call_mid"]]
     share = (mid["reselected"] / mid["frontier"].where(mid["frontier"] > 0)).fillna(0.0)
     later = mid["step"] > 1
-    rounds = run.rounds
+    counts = acceptance_counts(run)  # A: the one count of acceptance_length
     by = mid["run"]
     cols = {
         RELEASE_STATS[0]: (share.groupby(by).sum(), by.value_counts()),
         RELEASE_STATS[1]: (share[later].groupby(by[later]).sum(), by[later].value_counts()),
-        RELEASE_STATS[2]: ((rounds["accepted"] + 1).groupby(rounds["run"]).sum(),
-                           rounds["run"].value_counts() + (1 if prefills(run) else 0)),
+        RELEASE_STATS[2]: (counts["tokens"], counts["forwards"]),
         RELEASE_STATS[3]: (mid["pool"].groupby(by).sum(), by.value_counts()),
         RELEASE_STATS[4]: (mid.loc[later, "pool"].groupby(by[later]).sum(), by[later].value_counts()),
     }
@@ -438,18 +464,18 @@ def release_statistics(run) -> pd.DataFrame:
       depth is not a depth of the frontier before (`paper_steps`; a step-1 call reselects the root
       from the root: 0), averaged over calls (the release's `reselect_from_past_layer_ratio`);
     - the same over the mid calls after step 1;
-    - A, the release's count: new tokens / target forwards, each round's root and accepted draft
-      tokens (its `new_token`: uncut by max_new_tokens) over the rounds plus the prompt forwards;
+    - A, the release's count (`acceptance_length`, as in `paper_statistics`): tokens the
+      verifications committed (each round's accepted draft tokens and bonus token, the last round
+      whole: the release's `new_token`) over the rounds plus the prompt forwards;
     - the mean candidate pool before the step, over all mid calls and over those after step 1 (the
       release's `pre_reselect_candidate_size`), and the mid calls at each step (no interval).
     """
     steps = paper_steps(run)
     mid = steps[steps["call_mid"]]
     later = mid["step"] > 1
-    tokens, rounds, pre = int((run.rounds["accepted"] + 1).sum()), len(run.rounds), prefills(run)
+    rounds = len(run.rounds)
     ns = [f"{len(mid):,} mid calls ({int((~later).sum()):,} at step 1, each 0)", f"{int(later.sum()):,} mid calls",
-          f"{tokens:,} new tokens / {rounds + pre:,} target forwards ({rounds:,} rounds + {pre} prompt forwards)",
-          f"{len(mid):,} mid calls", f"{int(later.sum()):,} mid calls"]
+          acceptance_n(run), f"{len(mid):,} mid calls", f"{int(later.sum()):,} mid calls"]
     sums = release_sums(run)
     rows = []
     for name, n in zip(RELEASE_STATS, ns):
