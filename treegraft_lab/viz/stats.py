@@ -17,7 +17,7 @@ from matplotlib.ticker import PercentFormatter
 from treegraft_lab import paper
 from treegraft_lab.presets import DEFAULT_PAIR
 from treegraft_lab.rounds import release_acceptance
-from treegraft_lab.schedule.signals import SIGNALS
+from treegraft_lab.schedule.signals import SIGNALS, words
 from treegraft_lab.viz.tree import COLORS
 
 SMALL, MID = COLORS["small"], COLORS["mid"]  # one colour language: small drafter blue, mid drafter orange
@@ -196,11 +196,81 @@ def signal_correlations(run, targets: tuple[str, ...] = ("accepted", "eta")) -> 
     return pd.DataFrame(out)
 
 
+OUTCOME_WORDS = {"accepted": "A (accepted draft tokens)", "eta": "eta (tokens/s)"}  # a round's outcomes in words
+CORRELATES = 0.3  # |Spearman rho| from which a signal is said to correlate with a round's outcome
+
+
+def in_words(df: pd.DataFrame, columns: dict[str, str], signal: str = "signal") -> pd.DataFrame:
+    """A table of signals for reading: the `signal` column in words (`signals.words`), the recorded name
+    beside it ("recorded as"), then `columns` ({column: header}) renamed, in their order, and a fresh index."""
+    out = pd.DataFrame({"signal": df[signal].map(words), "recorded as": df[signal]})
+    for col, header in columns.items():
+        out[header] = df[col].to_numpy()
+    return out.reset_index(drop=True)
+
+
+def correlated(corr: pd.DataFrame, threshold: float = CORRELATES) -> pd.DataFrame:
+    """The signals of a `signal_correlations` table whose |rho| with some outcome reaches `threshold`:
+    one row each (strongest first) with that outcome and its rho."""
+    rows = []
+    for sig, r in corr.iterrows():
+        r = r.dropna()
+        if len(r) and r.abs().max() >= threshold:
+            outcome = r.abs().idxmax()
+            rows.append({"signal": sig, "outcome": outcome, "rho": float(r[outcome])})
+    out = pd.DataFrame(rows, columns=["signal", "outcome", "rho"])
+    return out.reindex(out["rho"].abs().sort_values(ascending=False).index).reset_index(drop=True)
+
+
+def _names(names, words_of=words) -> str:
+    """Names joined in words: "a", "a and b", "a, b and c" (signals as "<words> (<recorded name>)")."""
+    names = [f"{words_of(s)} ({s})" if words_of else str(s) for s in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def correlation_sentence(corr: pd.DataFrame, schedulers: dict[str, list[str]], release: list[str],
+                         threshold: float = CORRELATES) -> str:
+    """Which signals correlate with the round's outcome (|rho| >= `threshold` with A or eta, `correlated`)
+    and whether the inputs of each scheduler of `schedulers` ({name: the signals it reads}; empty when
+    none is trained) and the release's six hold them, in plain words, from the numbers of `corr`."""
+    hits = correlated(corr, threshold)
+    if hits.empty:
+        best = corr.abs().max(axis=1).dropna()
+        strongest = f": the strongest is {_names([best.idxmax()])}, |rho| {best.max():.2f}" if len(best) else ""
+        return f"No signal correlates with the round's outcome here (|Spearman rho| >= {threshold} with A or eta){strongest}."
+    found = "; ".join(f"{words(r.signal)} ({r.signal}), rho {r.rho:+.2f} with {OUTCOME_WORDS.get(r.outcome, r.outcome)}"
+                      for r in hits.itertuples())
+    n = len(hits)
+    head = (f"{'Only ' if n < len(corr) else ''}{n} of the {len(corr)} signals correlate{'s' if n == 1 else ''} with the "
+            f"round's outcome here (|Spearman rho| >= {threshold}): {found}.")
+
+    def held(inside: list[str], where: str) -> str:
+        if not inside:
+            return f"{ {1: 'it is not', 2: 'neither is'}.get(n, 'none of them is')} among {where}"
+        if len(inside) == n:
+            return f"{ {1: 'it is', 2: 'both are'}.get(n, 'all of them are')} among {where}"
+        return f"of them, only {_names(inside)} {'is' if len(inside) == 1 else 'are'} among {where}"
+
+    groups: dict[tuple, list[str]] = {}  # schedulers that hold the same of them, named together
+    for name, sigs in schedulers.items():
+        groups.setdefault(tuple(s for s in hits["signal"] if s in set(sigs)), []).append(name)
+    clauses = [held(list(inside), f"the inputs of the scheduler{'s' if len(names) > 1 else ''} {_names(names, None)}")
+               for inside, names in groups.items()]
+    if not clauses:
+        clauses = ["no scheduler is trained for this pair, so there are no scheduler inputs to compare"]
+    count = {6: "six", 10: "ten"}.get(len(release), str(len(release)))
+    clauses.append(held([s for s in hits["signal"] if s in set(release)], f"the {count} signals of the authors' release"))
+    later = "".join(f"; {c.removeprefix('of them, ')}" for c in clauses[1:])
+    return f"{head} {clauses[0][0].upper()}{clauses[0][1:]}{later}."
+
+
 def signal_heatmap(corr: pd.DataFrame, title: str = "Spearman correlation with the round's outcome") -> PlotFigure:
-    """A heatmap of a signals x outcomes correlation table."""
-    fig, (ax,) = figure(width=5.2, height=4.4)
+    """A heatmap of a signals x outcomes correlation table, signals and outcomes in words."""
+    corr = corr.rename(index=words, columns=lambda c: OUTCOME_WORDS.get(c, c).replace(" (", "\n(").replace(" draft", "\ndraft"))
+    fig, (ax,) = figure(width=6.0, height=4.6)
     sns.heatmap(corr, annot=True, fmt=".2f", cmap="vlag", vmin=-1, vmax=1, ax=ax, cbar_kws={"label": "rho"})
-    ax.set(xlabel="outcome of the round", ylabel="signal before the draft step", title=title)
+    ax.set(xlabel="outcome of the round", ylabel="signal before the draft step")
+    fig.suptitle(title, fontsize=12)  # over the whole figure: the two columns are narrower than the title
     return fig
 
 
@@ -210,7 +280,8 @@ def importance_plot(imp: pd.DataFrame, release: list[str], clip: float = 1.0) ->
     Bars beyond +-`clip` (R^2 units) are cut at the axis and labelled with their value, so one
     extreme signal cannot flatten the rest; dark bars are the release's six signals.
     """
-    df = imp.assign(release=imp["signal"].isin(release).map({True: "in the release's six", False: "ours"}))
+    df = imp.assign(release=imp["signal"].isin(release).map({True: "in the release's six", False: "ours"}),
+                    signal=imp["signal"].map(words))
     fig, (a1, a2) = figure(2, width=4.8, height=3.6, sharey=True)
     for ax, col, label in ((a1, "gain_over_k", "grouped-CV R^2 gain over step k alone"),
                            (a2, "permutation_drop", "held-out R^2 drop when shuffled")):
