@@ -31,6 +31,8 @@ import networkx as nx
 import pandas as pd
 import plotly.graph_objects as go
 
+from treegraft_lab.viz.export import Figure, label
+
 COLORS = {"root": "#4d4d4d", "small": "#2a7fdb", "mid": "#e8590c", "both": "#7b2cbf"}
 DRAFTER_LABELS = {"root": "root (last token)", "small": "small (n-gram)", "mid": "mid (LM)", "both": "both drafters"}
 # small-drafted nodes are coloured by the small drafter that made them (`DraftTree.source`)
@@ -397,7 +399,7 @@ def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> st
 
 def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stable: bool = True,
                 show_pruned: bool = True, width: int | None = None, max_children: int | None = MAX_CHILDREN,
-                scroll: bool = False, caption: str | None = "") -> go.Figure:
+                scroll: bool = False, caption: str | None = "", caption_at: str = "title") -> go.Figure:
     """The draft tree of `round` after draft `step` (None: the final pruned and verified tree).
 
     stable: lay out every node the round ever created, so nodes keep their place from step to
@@ -406,8 +408,10 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     to it. max_children: pruned children drawn per parent, the rest folded into one "+m" node
     (None: all); kept nodes are always drawn. scroll: as wide as the tree needs (LEAF_PX per
     leaf), for a box that scrolls sideways. caption: the line under the title naming the pair,
-    prompt, settings and profile ("": the run's own, `caption.run_caption`; None: none, for a
-    view that names them beside the figure).
+    prompt, settings and profile ("": the run's own, `caption.run_caption`; None: none). caption_at:
+    "title" (under the title) or "foot" (a footnote under the plot, for a view that names the caption
+    beside the figure on screen: a PNG of the figure still carries it). The figure's PNG button names
+    the file after the caption (`viz.export`).
     """
     from treegraft_lab.viz.caption import run_caption
 
@@ -423,18 +427,39 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     width, height, px_per_x, xr, yr = _canvas(pos, width, depth=int(rows["depth"].max()), scroll=scroll)  # no empty rows below
     labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
-    fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
-    _style(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, width), scroll=scroll)
+    fig = Figure(tree_traces(rows, pos, labels, final=step is None))
+    head = _title(run, round, step, run_id, depth_max)
+    _style(fig, width, height, xr, yr, captioned(head, caption if caption_at == "title" else None, width), scroll=scroll)
     if scroll:  # no legend entry at all (plotly was seen to draw the legend after a redraw despite showlegend=False)
         for t in fig.data:
             t.meta, t.showlegend = ("legend key" if t.showlegend else None), False
+    if caption_at == "foot":
+        footnote(fig, caption)
+    return label(fig, caption, f"tree-round{round}-" + ("verify" if step is None else f"step{step}"))
+
+
+FOOT_SIZE, FOOT_LINE_PX = 11, 15  # the footnote's font (px) and line height
+
+
+def footnote(fig: go.Figure, caption: str | None) -> go.Figure:
+    """`caption` in small grey lines under the plot, inside the figure (the bottom margin and the height
+    grow by its lines): a PNG of the figure names its pair, prompt, settings and profile even where the
+    view shows them beside it. Returns `fig`."""
+    if not caption:
+        return fig
+    lines = wrap_title(html.escape(caption, quote=False), fig.layout.width, char_w=0.56 * FOOT_SIZE).split("<br>")
+    extra, below = FOOT_LINE_PX * len(lines) + 6, fig.layout.margin.b or 0
+    fig.update_layout(height=fig.layout.height + extra, margin={"b": below + extra})
+    fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, y=0, xanchor="left", yanchor="top",
+                       yshift=-(below + 2), showarrow=False, align="left", font={"size": FOOT_SIZE, "color": "#444"},
+                       name="caption")
     return fig
 
 
-def wrap_title(title: str, width: int) -> str:
-    """`title` broken into lines (at " · " where it can, else at spaces) that fit `width` px; the word
-    "profile" stays on the line of the profile's name."""
-    room = max(int((width - 24) / TITLE_CHAR_W), 20)
+def wrap_title(title: str, width: int, char_w: float = TITLE_CHAR_W) -> str:
+    """`title` broken into lines (at " · " where it can, else at spaces) that fit `width` px at `char_w` px
+    a character; the word "profile" stays on the line of the profile's name."""
+    room = max(int((width - 24) / char_w), 20)
     lines: list[str] = []
     for i, part in enumerate(title.split(" · ")):
         for j, word in enumerate(part.replace("profile ", "profile\0", 1).split(" ")):
@@ -548,7 +573,7 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
         title = captioned(_title(run, round, None if k is None else int(k), run_id, int(max(steps))), caption, width)
         frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=k is None),
                                layout={"title": {"text": title}}))
-    fig = go.Figure(data=frames[0].data, frames=frames)
+    fig = label(Figure(data=frames[0].data, frames=frames), caption, f"growth-round{round}")
     _style(fig, width, height + 125, xr, yr, frames[0].layout.title.text,
            lines=max(title_lines(f.layout.title.text) for f in frames))  # every frame's title fits
     for f in frames:
