@@ -79,3 +79,29 @@ def test_the_cost_note_says_whether_decisions_read_a_device_profile(tmp_path):
     del meta["settings"]["model_on"]
     (tmp_path / "results.json").write_text(json.dumps({"meta": meta}))
     assert "recorded before decisions read a device profile" in pb.cost_note(tmp_path, rows)
+
+
+def test_rows_a_benchmark_did_not_run_are_left_out_with_the_reason_and_where_they_are(tmp_path):
+    from treegraft_lab.paths import DATA_DIR
+    from treegraft_lab.viz import paper_bench as pb
+
+    write_bench(tmp_path / "b", "2026-12-03 10:00:00", {"a100-paper": ["ar", "small", "adaptive"]})
+    meta = {"finished": "2026-12-03 10:00:00", "settings": {"methods": ["ar", "small", "adaptive"]}}
+    (tmp_path / "b" / "results.json").write_text(json.dumps({"meta": meta}))
+    rows = pd.DataFrame({"speedup": [1.0, 2.0, 2.0], "prompts": [6, 6, 6], "mid_calls_per_round": [math.nan, 0.0, 0.0]},
+                        index=["ar", "small", "adaptive"])
+    abl = pb.paper_ablation().assign(ours=rows["speedup"]).set_index("label")
+    keep = pb.ran(abl, ["ours"])
+    assert list(abl[keep].index) == ["plain decoding (autoregressive)", "TreeGraft adaptive"]
+    note = pb.not_run_note(abl, "ours", tmp_path / "b")
+    assert note.startswith("CSD, w/o EG, w/o ND and TreeGraft fixed (10101): not among the methods b ran (ar, small, "
+                           "adaptive), so their rows are left out of the table")
+    assert "Table 2 on the release's trees" in note
+    assert pb.not_run_note(abl[keep], "ours", tmp_path / "b") == ""
+    assert pb.main_note(rows, tmp_path / "b") == "ours, All Mid: — , not among the methods b ran (ar, small, adaptive)"
+    assert pb.main_note(rows.reindex([*rows.index, "mid"]), tmp_path / "b") == ""
+    long = pb.ablation_long({"paper": abl["paper speedup"], "ours": abl["ours"]}, keep=keep)
+    assert set(long["label"]) == {"plain decoding (autoregressive)", "TreeGraft adaptive"} and long["speedup"].notna().all()
+    # the release-grown ablation runs what the default growth's benchmark left out
+    release = pb.overall(pb.read_summary(DATA_DIR / "bench" / "smollm2-pocket-a100-release-ablation"), "a100-paper")
+    assert {"csd", "no-eg", "no-nd", "10101"} <= set(release.index)

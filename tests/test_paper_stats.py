@@ -83,23 +83,42 @@ def test_paper_statistics_by_hand():
 
 
 @pytest.mark.parametrize("growth", ["full", "release"])
-def test_acceptance_length_equals_new_tokens_over_counted_target_forwards(growth):
+def test_acceptance_length_equals_committed_tokens_over_counted_target_forwards(growth):
     from treegraft_lab.config import GROWTHS
 
     pair = tiny_pair(scale=4.0)
     dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", budget=16, clock="a100-paper", small="ngram", **GROWTHS[growth]))
-    forwards, tokens = [], 0
+    forwards, committed, returned = [], [], 0
     pair.target.register_forward_hook(lambda *a: forwards.append(1))  # every target forward
     prompts = ([3, 5, 7, 9, 3, 5, 7], [1, 2, 3, 1, 2, 3, 1, 2])
-    with record(dec) as rec:
+    with record(dec) as rec, dec.hooks([("round.accept", lambda ev: committed.append(len(ev.data["path"])))]):
         for prompt in prompts:
-            tokens += len(dec.generate(prompt, max_new_tokens=20).token_ids)
+            returned += len(dec.generate(prompt, max_new_tokens=20).token_ids)
     run = rec.to_run()
     own = len(prompts) if growth == "release" else 0  # the release's prompt forward; else it rides in round 1
     assert len(forwards) == len(run.rounds) + own
-    a = paper_statistics(run).loc["acceptance length A", "paper definition"]
-    assert a == pytest.approx(tokens / len(forwards))
-    assert a > run.rounds["accepted"].mean()  # the bonus token is counted
+    t = paper_statistics(run).loc["acceptance length A"]
+    # a verification commits its accepted path and the bonus token: len(path) with the root, the last round whole
+    assert t["paper definition"] == pytest.approx(sum(committed) / len(forwards))
+    assert t["paper definition"] > run.rounds["accepted"].mean()  # the bonus token is counted
+    assert t["n"].startswith(f"{sum(committed):,} tokens committed / {len(forwards):,} target forwards")
+
+
+def test_both_tables_of_notebook_03_read_one_acceptance_length_where_max_new_tokens_cut_the_output():
+    """The release comparison and the paper's statistics count A alike: the tokens the verifications
+    committed (the last round whole, as the release counts), not the fewer the call returned."""
+    from treegraft_lab.viz.stats import acceptance_length, release_statistics
+
+    run = hand_run(output_tokens=2, accepted=3)  # 4 tokens committed, 2 returned: max_new_tokens cut the round
+    a, tokens, forwards = acceptance_length(run)
+    assert (a, tokens, forwards) == (4.0, 4, 1)
+    t = paper_statistics(run).loc["acceptance length A"]
+    assert t["paper definition"] == a == release_statistics(run).loc["A, release count", "value"]
+    assert t["n"] == "4 tokens committed / 1 target forwards (1 rounds + 0 prompt forwards); 2 returned, the rest cut " \
+                     "by max_new_tokens or the end of text"
+    own = hand_run(output_tokens=2, accepted=3, fuse_prompt=False)  # a prompt forward of its own counts one more
+    assert acceptance_length(own)[0] == paper_statistics(own).loc["acceptance length A", "paper definition"] == 2.0
+    assert release_statistics(own).loc["A, release count", "value"] == 2.0
 
 
 def test_bench_acceptance_counts_one_prefill_per_generation():

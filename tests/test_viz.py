@@ -316,3 +316,42 @@ def test_a_wrapped_caption_never_leaves_the_word_profile_apart_from_the_profiles
         lines = wrap_title(caption, width).split("<br>")
         assert not any(line.rstrip(" ·").endswith("profile") for line in lines), (width, lines)
         assert " ".join(lines).replace("· ·", "·").split() == caption.split()  # nothing lost or added but breaks
+
+
+def test_signal_tables_read_in_words_with_the_recorded_name_beside_and_no_row_numbers():
+    import pandas as pd
+
+    from treegraft_lab.schedule.signals import SIGNAL_WORDS
+
+    cv = pd.DataFrame({"signal": ["root_match", "collapse_debt"], "gain": [0.3, 0.1]}, index=[7, 3])
+    shown = stats.in_words(cv, {"gain": "gain over the context features alone"})
+    assert list(shown.columns) == ["signal", "recorded as", "gain over the context features alone"]
+    assert shown["signal"].tolist() == [SIGNAL_WORDS["root_match"][0], SIGNAL_WORDS["collapse_debt"][0]]
+    assert shown["recorded as"].tolist() == ["root_match", "collapse_debt"] and shown.index.tolist() == [0, 1]
+    html = shown.style.hide(axis="index").to_html()
+    assert not any("_" in h for h in pd.Series(shown.columns)) and ">7<" not in html
+
+
+def test_the_correlation_sentence_names_what_correlates_and_which_scheduler_inputs_hold_it():
+    import pandas as pd
+
+    from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS
+
+    rho = dict.fromkeys(SIGNALS, 0.1) | {"root_match": 0.45, "recent_hit_rate": -0.38}
+    corr = pd.DataFrame({"accepted": rho, "eta": dict.fromkeys(SIGNALS, 0.05)})
+    hits = stats.correlated(corr)
+    assert hits["signal"].tolist() == ["root_match", "recent_hit_rate"] and hits["rho"].tolist() == [0.45, -0.38]
+    release = list(RELEASE_SIGNALS)
+    text = stats.correlation_sentence(corr, {"cpu-value": release, "cpu-lookup": ["root_match", *release[:5]]}, release)
+    assert text.startswith("Only 2 of the 10 signals correlate with the round's outcome here (|Spearman rho| >= 0.3): "
+                           "context n-gram match (root_match), rho +0.45 with A")
+    assert "recent copy hit rate (recent_hit_rate), rho -0.38 with A" in text
+    assert "Neither is among the inputs of the scheduler cpu-value" in text
+    assert "only context n-gram match (root_match) is among the inputs of the scheduler cpu-lookup" in text
+    assert text.endswith("neither is among the six signals of the authors' release.")
+    both = stats.correlation_sentence(corr, {"a": ["root_match", "recent_hit_rate"], "b": ["root_match", "recent_hit_rate"]},
+                                      release)
+    assert "Both are among the inputs of the schedulers a and b" in both
+    assert "No scheduler is trained for this pair" in stats.correlation_sentence(corr, {}, release)
+    quiet = stats.correlation_sentence(corr * 0.2, {"a": release}, release)
+    assert quiet.startswith("No signal correlates") and "context n-gram match (root_match), |rho| 0.09" in quiet

@@ -319,11 +319,74 @@ def test_the_table_exports_as_csv_and_json(tiny, tmp_path):
     df = pg.replay()
     links = dict((ext, base64.b64decode(b64).decode()) for ext, b64 in
                  __import__("re").findall(r'download="[^"]+\.(csv|json)" href="data:[^;]+;base64,([^"]+)"', pg.export.value))
-    assert pd.read_csv(io.StringIO(links["csv"]))["setting"].tolist() == df["setting"].tolist()
+    assert pd.read_csv(io.StringIO(links["csv"]), comment="#")["setting"].tolist() == df["setting"].tolist()
     js = json.loads(links["json"])
     assert js["round"] == 1 and js["settings"]["schedule"] == pg.mask and len(js["rows"]) == len(df)
-    assert pd.read_csv(pg.save(str(tmp_path / "t.csv")))["A"].tolist() == df["A"].tolist()
-    assert len(json.loads(open(pg.save(str(tmp_path / "t.json"))).read())) == len(df)
+    assert pd.read_csv(pg.save(str(tmp_path / "t.csv")), comment="#")["A"].tolist() == df["A"].tolist()
+    assert len(json.loads(open(pg.save(str(tmp_path / "t.json"))).read())["rows"]) == len(df)
+
+
+def test_an_exported_table_names_its_pair_prompt_settings_profile_and_date(tiny, tmp_path):
+    """The CSV opens with "# key: value" lines (pair, prompt, the recorded and the replayed settings, the
+    profile, the date) and the JSON carries the same lines; a CSV reader that skips comments reads the table."""
+    from treegraft_lab.viz.caption import prompt_words, run_caption
+
+    pair, run, _ = tiny
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", prune="value", repeats=1, warmup=False)
+    pg.eg.value = False
+    df = pg.replay()
+    links = dict((ext, base64.b64decode(b64).decode()) for ext, b64 in
+                 re.findall(r'download="[^"]+\.(csv|json)" href="data:[^;]+;base64,([^"]+)"', pg.export.value))
+    for csv in (links["csv"], open(pg.save(str(tmp_path / "t.csv"))).read()):
+        head = dict(line[2:].split(": ", 1) for line in csv.splitlines() if line.startswith("# ") and ": " in line)
+        assert head["pair"] == "tiny" and head["prompt"] == prompt_words(run.runs["prompt_text"].iloc[0])
+        assert head["recorded run"].startswith("schedule 10101, budget 12, top-k pruning, priced on ")
+        assert head["replayed"].startswith(f"your schedule {pg.mask}, w/o EG, value pruning, budget 12, 1 timed replays")
+        assert head["profile"].startswith(profile_name(measure.resolve("a100-paper", pair)))
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", head["date"])
+        assert pd.read_csv(io.StringIO(csv), comment="#")["setting"].tolist() == df["setting"].tolist()
+    js = json.loads(links["json"])
+    assert js["about"] == [line[2:] for line in links["csv"].splitlines() if line.startswith("# ")]
+    assert run_caption(run).split(" · ")[1] in js["about"][2]  # the prompt, quoted as every view quotes it
+
+
+def test_every_plotly_view_is_shown_without_a_cloud_button_and_exports_a_png_named_and_captioned(tiny, monkeypatch):
+    """Shown however (a cell's last line, display, a widget, a saved HTML file), a figure's toolbar offers
+    no upload to plotly's cloud and no logo, and its PNG button names the file after pair, prompt and settings;
+    the caption is drawn in the figure (title or footnote), so the PNG carries it."""
+    import plotly.io as pio
+
+    from treegraft_lab.viz import export
+    from treegraft_lab.viz.caption import run_caption
+    from treegraft_lab.viz.tree import growth_animation, tree_figure
+
+    pair, run, _ = tiny
+    line = run_caption(run)
+    v = StepThroughViewer(run)
+    pg = SchedulePlayground(pair, run, round=1, clock="a100-paper", prune="value", repeats=1, warmup=False)
+    pg.replay()
+    figs = {"tree": tree_figure(run, 0), "animation": growth_animation(run, 0), "viewer": v.figure, "playground": pg.figure}
+    monkeypatch.setattr(pio.renderers, "default", "plotly_mimetype")
+    shown = []
+    monkeypatch.setattr(pio, "show", lambda fig, **kw: shown.append(kw.get("config")))
+    for name, fig in figs.items():
+        config = fig._repr_mimebundle_()["application/vnd.plotly.v1+json"]["config"]
+        fig._ipython_display_()
+        assert shown.pop() == config == export.figure_config(fig), name
+        assert config["showSendToCloud"] is False and config["displaylogo"] is False, name
+        assert "sendChartToCloud" in config["modeBarButtonsToRemove"], name
+        stem = config["toImageButtonOptions"]["filename"]
+        assert "_tiny_t5-t6-t7-t8-t9" in stem and "budget-12" in stem, (name, stem)
+        html_file = io.StringIO()
+        fig.write_html(html_file, include_plotlyjs=False)
+        assert '"showSendToCloud": false' in html_file.getvalue(), name
+        drawn = " ".join([fig.layout.title.text or "", *(a.text or "" for a in fig.layout.annotations)]).replace("<br>", " ")
+        drawn = re.sub(r"<[^>]+>", "", drawn)
+        assert "pair tiny" in drawn and "profile " in drawn, name
+    assert html.escape(line).replace("<br>", " ").split(" · ")[1] in re.sub(r"<[^>]+>", "", v.figure.layout.annotations[-1].text)
+    assert "pair" not in v.figure.layout.title.text  # on screen the viewer names it once, above the tree
+    assert "replay of round 1: " in pg.figure.layout.annotations[-1].text.replace("<br>", " ")
+    assert export.figure_config(pg.figure)["toImageButtonOptions"]["filename"].startswith("tree-round0-verify_tiny_")
 
 
 def test_the_round_slider_gives_every_round_some_px_and_prev_next_step_one_round(tiny):

@@ -11,6 +11,7 @@ import html
 import json
 import math
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import ipywidgets as W
@@ -18,7 +19,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from treegraft_lab.costs import profile_name  # also imported from here by the notebooks and tests
-from treegraft_lab.viz.caption import PRUNE_WORDS, run_caption, settings_words
+from treegraft_lab.viz.caption import PRUNE_WORDS, named, prompt_words, run_caption, settings_words
+from treegraft_lab.viz.export import exportable
 from treegraft_lab.viz.tree import (
     MAX_WIDTH,
     legend_html,
@@ -42,6 +44,7 @@ def draw(out: W.Output, fig: go.Figure) -> go.Figure:
     """
     from IPython.display import clear_output, display
 
+    fig = exportable(fig)  # shown with the package's plotly config (viz.export): no cloud button, the PNG named
     with out:
         clear_output(wait=True)
         display(fig)
@@ -239,8 +242,9 @@ class StepThroughViewer(W.VBox):
         step = None if self.step.value == VERIFY else int(self.step.value)
         focus = self.placing.value == "focus"
         return tree_figure(self.run, self.round.value, step, run_id=self.pick.value, show_pruned=self.pruned.value,
-                           max_children=self.siblings.value or None, scroll=True, caption=None,  # named above the tree
-                           stable=bool(self.placing.value), focus=focus)
+                           max_children=self.siblings.value or None, scroll=True, stable=bool(self.placing.value),
+                           caption=run_caption(self.run, self.pick.value), caption_at="foot",  # named above the tree too
+                           focus=focus)
 
     def _changed(self, change: dict | None = None) -> None:
         """Redraw for a user's change. The kernel may deliver a change while a redraw is running
@@ -569,6 +573,7 @@ class SchedulePlayground(W.VBox):
         self.plain_s: list[float] = []  # plain decoding: seconds per token, per repeat
         self.twins: dict[str, str] = {}  # setting -> the setting it decided exactly as (timed together)
         self.replayed: dict[str, Any] | None = None  # the controls as they were at the last replay
+        self.replayed_at: str | None = None  # when it ran (local time), for the exports
         self.modelled_on = ""  # the profile that priced the last replay, in words
         self.eg.layout.width = self.nd.layout.width = "auto"
         self._set_round()
@@ -807,6 +812,7 @@ class SchedulePlayground(W.VBox):
         finally:
             self.button.disabled = self.pair is None
         self.replayed = snapshot
+        self.replayed_at = datetime.now().isoformat(sep=" ", timespec="seconds")
         self.twins = twin_settings({k: decision_key(*v) for k, v in self.results.items()})
         why = adaptive_status(self.pair, self.base_config())
         self.progress.value = (f"replayed {len(self.results)} settings, {n} time{'s' if n != 1 else ''} each, "
@@ -954,15 +960,25 @@ class SchedulePlayground(W.VBox):
         return (styled(wide, ms=ms, decimals=2).hide(axis="index").set_caption(caption)
                 .set_table_styles(GROUPED_CSS, overwrite=False))
 
+    def export_meta(self, df: pd.DataFrame) -> dict[str, Any]:
+        """The JSON export's fields besides the rows: run, round, settings, profile, repeats, and the
+        header lines of the CSV (`export_header`: pair, prompt, settings, profile, date)."""
+        return {"run": self.run_id, "round": self.round_idx, "settings": self.replayed,
+                "modelled_on": df.attrs.get("modelled_on"), "repeats": df.attrs.get("repeats"),
+                "replayed_at": self.replayed_at, "about": self.export_header(df)}
+
+    def export_csv(self, df: pd.DataFrame) -> str:
+        """The table as CSV under "# key: value" lines naming what made it (`export_header`); read it back
+        with `pd.read_csv(path, comment="#")`."""
+        return "".join(f"# {line}\n" for line in self.export_header(df)) + df.to_csv(index=False)
+
     def export_links(self, df: pd.DataFrame | None = None) -> str:
-        """Download links (CSV, JSON) of the table, the settings and profile in the JSON."""
+        """Download links (CSV, JSON) of the table, each naming pair, prompt, settings, profile and date."""
         import base64
 
         df = self.table_frame() if df is None else df
-        meta = {"run": self.run_id, "round": self.round_idx, "settings": self.replayed, "modelled_on": df.attrs.get("modelled_on"),
-                "repeats": df.attrs.get("repeats")}
-        csv = df.to_csv(index=False)
-        js = json.dumps({**meta, "rows": json.loads(df.to_json(orient="records"))}, indent=1)
+        csv = self.export_csv(df)
+        js = json.dumps({**self.export_meta(df), "rows": json.loads(df.to_json(orient="records"))}, indent=1)
         name = f"playground_run{self.run_id}_round{self.round_idx}"
         links = [f'<a download="{name}.{ext}" href="data:{mime};base64,{base64.b64encode(text.encode()).decode()}" '
                  f'style="margin-right:1em">⤓ {ext.upper()}</a>' for ext, mime, text in
@@ -970,19 +986,50 @@ class SchedulePlayground(W.VBox):
         return f'<span style="font-size:12px">export this table: {"".join(links)}</span>'
 
     def save(self, path: str) -> str:
-        """Write the table to `path` (.csv or .json); returns the path."""
+        """Write the table to `path` (.csv or .json) as the export links do: the CSV under its "# " lines,
+        the JSON with the same fields; returns the path."""
         from pathlib import Path
 
         df, p = self.table_frame(), Path(path)
         if p.suffix == ".json":
-            p.write_text(df.to_json(orient="records", indent=1))
+            p.write_text(json.dumps({**self.export_meta(df), "rows": json.loads(df.to_json(orient="records"))}, indent=1))
         else:
-            df.to_csv(p, index=False)
+            p.write_text(self.export_csv(df))
         return str(p)
+
+    def replay_caption(self, setting: str | None = None) -> str:
+        """The line naming a replay (`viz.caption.named`): the recorded run's pair and prompt, the replayed
+        round, `setting` (default: the one whose tree is shown), pruning, budget and the profile decided on."""
+        now = self.replayed or self.controls()
+        row = _row(self.run.runs, run=self.run_id)
+        prompt = prompt_words(row["prompt_text"]) if row is not None and "prompt_text" in row else None
+        pair = str(row.get("pair", "") or "") if row is not None else ""
+        what = setting or self.show.value
+        return named(pair or getattr(self.pair, "name", ""), profile_name(self.profile()), prompt,
+                     f"replay of round {self.round_idx}" + (f": {what}" if what else "")
+                     + f", {PRUNE_WORDS[now['prune']]}, budget {now['budget']}")
+
+    def export_header(self, df: pd.DataFrame) -> list[str]:
+        """What an exported table was made from, one "key: value" line each: pair, prompt, the recorded run's
+        settings, the replay's settings, the profile every decision and modelled column read, and the date."""
+        now = self.replayed or self.controls()
+        row = _row(self.run.runs, run=self.run_id)
+        off = [k for k, f in (("EG", "eg"), ("ND", "nd")) if not now[f]]
+        return [f"TreeGraft Lab schedule playground: round {self.round_idx} of recorded run {self.run_id}, replayed",
+                f"pair: {(str(row.get('pair', '') or '') if row is not None else '') or getattr(self.pair, 'name', '')}",
+                f"prompt: {prompt_words(row['prompt_text']) if row is not None and 'prompt_text' in row else 'unknown'}",
+                f"recorded run: {df.attrs.get('recorded', '')}",
+                f"replayed: your schedule {now['schedule']}" + "".join(f", w/o {k}" for k in off)
+                + f", {PRUNE_WORDS[now['prune']]}, budget {now['budget']}, {df.attrs.get('repeats', now['repeats'])} "
+                "timed replays per setting, interleaved with plain decoding",
+                f"profile: {df.attrs.get('modelled_on') or self.modelled_on} (every decision that weighs time and the "
+                "modelled columns); measured columns: this machine",
+                f"date: {self.replayed_at or 'not replayed yet'}"]
 
     def _draw(self) -> None:
         if self.show.value in self.results:
-            fig = tree_figure(self.results[self.show.value][1], 0, scroll=True, caption=None)  # named above the table
+            fig = tree_figure(self.results[self.show.value][1], 0, scroll=True, caption=self.replay_caption(),
+                              caption_at="foot")  # named above the table too; the footnote goes with a PNG
             plain = fig.layout.title.text.replace("<br>", " ").replace(" ·  ", " · ")
             now = self.replayed or self.controls()
             retitle(fig, f"{self.show.value}, {PRUNE_WORDS[now['prune']]}, budget {now['budget']}: "
@@ -1043,7 +1090,7 @@ class CompareView(W.VBox):
             runs = compare_round(self.pair, self.run, rd, (a, b) if a != b else (a,), self.run_id)
             ra, rb = runs[a], runs[b]
             names = (COMPARE_METHODS[a], COMPARE_METHODS[b])
-            self.figures = side_by_side(ra, rb, names)
+            self.figures = side_by_side(ra, rb, names, caption=run_caption(self.run, self.run_id) + f" · round {rd}'s start")
             for out, fig in zip(self.outs, self.figures):
                 draw(out, fig)
             self.caption.value = caption_html(run_caption(self.run, self.run_id) + f" · round {rd}'s start: nodes at the "

@@ -323,7 +323,9 @@ def styled(df: pd.DataFrame, pct: tuple = (), ratio: tuple = (), ms: tuple = (),
 
 def show(fig: Any, name: str) -> None:
     """Display `fig` in the notebook and save it as `figures_dir()/name`: matplotlib as .png, plotly as
-    a stand-alone .html (plotly's JavaScript embedded, so it opens offline)."""
+    a stand-alone .html (plotly's JavaScript embedded, so it opens offline). The package's plotly figures
+    (`viz.export.Figure`) are shown and saved with their config: no cloud upload button, and a PNG button
+    that names the file after the caption."""
     from IPython.display import Image, display
 
     if hasattr(fig, "savefig"):

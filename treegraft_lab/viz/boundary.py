@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.signals import words
+from treegraft_lab.viz.export import exportable
 from treegraft_lab.viz.tree import COLORS, wrap_title
 
 PER_S = 1000.0  # g_psi is in tokens per ms
@@ -233,4 +234,4 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
                              "yanchor": "top",
                              "font": {"size": 14}},
                       legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top", "font": {"size": 11}})
-    return fig, notes
+    return exportable(fig, caption, f"scheduler-boundary-step{step}"), notes

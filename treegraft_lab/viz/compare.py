@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from treegraft_lab.viz.export import Figure, label
 from treegraft_lab.viz.tree import (
     EDGE_PX,
     MIN_HEIGHT,
@@ -72,10 +73,11 @@ def depth_table(a: pd.DataFrame, b: pd.DataFrame, names: tuple[str, str]) -> pd.
 
 
 def side_by_side(run_a, run_b, names: tuple[str, str], round_a: int = 0, round_b: int = 0,
-                 width: int = WIDTH // 2) -> tuple[go.Figure, go.Figure]:
+                 width: int = WIDTH // 2, caption: str | None = None) -> tuple[go.Figure, go.Figure]:
     """Two recorded rounds from one round start as two figures of one layout (nodes aligned by token
     path: a candidate sits at the same place in both); a ring marks a node only that tree verified.
-    `names`: the two methods' names; `width`: px per figure (the two fit side by side)."""
+    `names`: the two methods' names; `width`: px per figure (the two fit side by side); `caption`: the
+    run's (pair, prompt, settings, profile), drawn as each figure's footnote, so an exported PNG names it."""
     a, b = kept_rows(run_a, round_a), kept_rows(run_b, round_b)
     a, b, pos = aligned(a, b)
     xs = [p[0] for p in pos.values()]
@@ -89,7 +91,7 @@ def side_by_side(run_a, run_b, names: tuple[str, str], round_a: int = 0, round_b
     height = max(int(ROW_PX * (depth + 1) + m["t"] + m["b"] + 20), MIN_HEIGHT)
     figs = []
     for name, rows, other in ((names[0], a, b), (names[1], b, a)):
-        fig = go.Figure(tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=True))
+        fig = Figure(tree_traces(rows, pos, fit_labels(rows, pos, px_per_x, xr), final=True))
         only = rows[~rows["path"].isin(set(other["path"]))]
         fig.add_trace(go.Scatter(x=[pos[v][0] for v in only["node"]], y=[pos[v][1] for v in only["node"]], mode="markers",
                                  name="only in this tree", showlegend=False, meta="legend key", hoverinfo="skip",
@@ -99,6 +101,7 @@ def side_by_side(run_a, run_b, names: tuple[str, str], round_a: int = 0, round_b
         style_tree(fig, width, height, xr, yr, captioned(title, None, width), scroll=True)
         for t in fig.data:  # the legend is shown once, beside both (`legend_html`)
             t.meta, t.showlegend = ("legend key" if t.showlegend or t.meta == "legend key" else None), False
+        footnote(fig, caption)
         fig.update_layout(dragmode="pan")
-        figs.append(fig)
+        figs.append(label(fig, caption, f"compare-{name}"))
     return figs[0], figs[1]

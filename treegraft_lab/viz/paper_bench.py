@@ -165,9 +165,53 @@ def ablation_layout(folder: Path, rows: pd.DataFrame, clock: str, ours: str = "o
     return abl.set_index("label").assign(**{"ours n": int(rows["prompts"].max())})
 
 
-def ablation_long(columns: dict[str, pd.Series]) -> pd.DataFrame:
-    """{source: speedup per method label} as long rows (label, source, speedup) for a bar chart."""
+def ran(table: pd.DataFrame, columns: list[str]) -> pd.Series:
+    """Per row of a layout (`ablation_layout`, `release_ablation`): whether any of `columns` holds a number."""
+    return table[columns].notna().any(axis=1)
+
+
+def methods_of(folder: Path) -> str:
+    """The methods a benchmark ran, as its settings record them (else its summary's), in one line."""
+    methods = meta(folder).get("settings", {}).get("methods") or list(dict.fromkeys(read_summary(folder)["method"]))
+    return ", ".join(methods)
+
+
+RELEASE_TABLE = f"the ablation on the release's trees, modelled on {MODELLED}, runs them (\"Table 2 on the release's trees\" below)"
+
+
+def not_run_note(table: pd.DataFrame, column: str, folder: Path, shown: str = "left out of the table",
+                 where: str | None = RELEASE_TABLE) -> str:
+    """Why rows of a layout have no number in `column`: not among the methods benchmark `folder` ran, so
+    their rows are `shown`; then `where` (by default: the ablation on the release's trees runs them).
+    "" when every row has one."""
+    missing = [label for label, v in table[column].items() if v != v]
+    if not missing:
+        return ""
+    names = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+    one = len(missing) == 1
+    note = (f"{names}: not among the methods {Path(folder).name} ran ({methods_of(folder)}), so "
+            f"{'its row is' if one else 'their rows are'} {shown}")
+    return note + (f"; {where.replace('runs them', 'runs it') if one else where}" if where else "")
+
+
+MAIN_METHODS = {"All Small": "small", "All Mid": "mid", "TreeGraft": "adaptive"}  # the main table's columns: our methods
+
+
+def main_note(rows: pd.DataFrame, folder: Path) -> str:
+    """Why our row of the main layout (`main_layout`) shows "—" in a column: that method is not among
+    the methods benchmark `folder` ran. "" when every column has a number."""
+    missing = [col for col, m in MAIN_METHODS.items() if m not in rows.index]
+    if not missing:
+        return ""
+    return (f"ours, {' and '.join(missing)}: — , not among the methods {Path(folder).name} ran ({methods_of(folder)})")
+
+
+def ablation_long(columns: dict[str, pd.Series], keep: pd.Series | None = None) -> pd.DataFrame:
+    """{source: speedup per method label} as long rows (label, source, speedup) for a bar chart; `keep`
+    (one bool per row of the paper's ablation, e.g. `ran(...)`): only those rows."""
     wide = pd.DataFrame({k: v.to_numpy() for k, v in columns.items()}, index=pd.Index(paper_ablation()["label"], name="label"))
+    if keep is not None:
+        wide = wide[keep.to_numpy()]
     return wide.reset_index().melt(id_vars="label", var_name="source", value_name="speedup")
 
 

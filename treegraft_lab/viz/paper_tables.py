@@ -65,7 +65,8 @@ def fmt_speedup(v: float) -> str:
 def adaptive_verdict(overall: pd.DataFrame, clock: str) -> str:
     """One sentence from a benchmark's overall rows on `clock` (index: method; columns speedup,
     prompts, mid_calls_per_round): adaptive against all-small and all-mid, and the oracle beside it.
-    A method that did not run is named as such, never printed as a number."""
+    A method that did not run is named as such, never printed as a number; an adaptive run that made
+    no mid call says so next to its own number, where it cannot be read as another method's."""
     def speed(m: str) -> float:
         return float(overall.loc[m, "speedup"]) if m in overall.index else math.nan
 
@@ -83,12 +84,13 @@ def adaptive_verdict(overall: pd.DataFrame, clock: str) -> str:
         rel = f"does not beat {shown}"
     else:
         rel = f"beats {next(k for k, w in wins.items() if w)} but not {next(k for k, w in wins.items() if not w)} ({shown})"
-    rel += "".join(f"; {k} was not run" for k in ("all-small", "all-mid") if k not in ran)
     if "mid_calls_per_round" in overall and overall.loc["adaptive", "mid_calls_per_round"] == 0:
-        rel += " (it made no mid call: it decoded the all-small trees)"
+        rel = f"made no mid call, so it decoded the all-small trees, and {rel}"
+    rel += "".join(f"; {k} was not run (not among this benchmark's methods)" for k in ("all-small", "all-mid")
+                   if k not in ran)
     tail = "; this benchmark has no oracle run"
     if o == o:
-        tail = f"; the oracle ({o:.2f}x) is {abs(o / a - 1):.0%} {'above' if o >= a else 'below'} it"
+        tail = f"; the oracle ({o:.2f}x) is {abs(o / a - 1):.0%} {'above' if o >= a else 'below'} adaptive"
         if o < a:  # possible: the oracle maximises each round against the run's rate so far
             tail += " (the oracle picks each round's best schedule against the run's rate so far, not the whole run's best)"
     n = int(overall["prompts"].max())

@@ -17,7 +17,7 @@ from matplotlib.ticker import PercentFormatter
 from treegraft_lab import paper
 from treegraft_lab.presets import DEFAULT_PAIR
 from treegraft_lab.rounds import release_acceptance
-from treegraft_lab.schedule.signals import SIGNALS
+from treegraft_lab.schedule.signals import SIGNALS, words
 from treegraft_lab.viz.tree import COLORS
 
 SMALL, MID = COLORS["small"], COLORS["mid"]  # one colour language: small drafter blue, mid drafter orange
@@ -196,11 +196,81 @@ def signal_correlations(run, targets: tuple[str, ...] = ("accepted", "eta")) -> 
     return pd.DataFrame(out)
 
 
+OUTCOME_WORDS = {"accepted": "A (accepted draft tokens)", "eta": "eta (tokens/s)"}  # a round's outcomes in words
+CORRELATES = 0.3  # |Spearman rho| from which a signal is said to correlate with a round's outcome
+
+
+def in_words(df: pd.DataFrame, columns: dict[str, str], signal: str = "signal") -> pd.DataFrame:
+    """A table of signals for reading: the `signal` column in words (`signals.words`), the recorded name
+    beside it ("recorded as"), then `columns` ({column: header}) renamed, in their order, and a fresh index."""
+    out = pd.DataFrame({"signal": df[signal].map(words), "recorded as": df[signal]})
+    for col, header in columns.items():
+        out[header] = df[col].to_numpy()
+    return out.reset_index(drop=True)
+
+
+def correlated(corr: pd.DataFrame, threshold: float = CORRELATES) -> pd.DataFrame:
+    """The signals of a `signal_correlations` table whose |rho| with some outcome reaches `threshold`:
+    one row each (strongest first) with that outcome and its rho."""
+    rows = []
+    for sig, r in corr.iterrows():
+        r = r.dropna()
+        if len(r) and r.abs().max() >= threshold:
+            outcome = r.abs().idxmax()
+            rows.append({"signal": sig, "outcome": outcome, "rho": float(r[outcome])})
+    out = pd.DataFrame(rows, columns=["signal", "outcome", "rho"])
+    return out.reindex(out["rho"].abs().sort_values(ascending=False).index).reset_index(drop=True)
+
+
+def _names(names, words_of=words) -> str:
+    """Names joined in words: "a", "a and b", "a, b and c" (signals as "<words> (<recorded name>)")."""
+    names = [f"{words_of(s)} ({s})" if words_of else str(s) for s in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def correlation_sentence(corr: pd.DataFrame, schedulers: dict[str, list[str]], release: list[str],
+                         threshold: float = CORRELATES) -> str:
+    """Which signals correlate with the round's outcome (|rho| >= `threshold` with A or eta, `correlated`)
+    and whether the inputs of each scheduler of `schedulers` ({name: the signals it reads}; empty when
+    none is trained) and the release's six hold them, in plain words, from the numbers of `corr`."""
+    hits = correlated(corr, threshold)
+    if hits.empty:
+        best = corr.abs().max(axis=1).dropna()
+        strongest = f": the strongest is {_names([best.idxmax()])}, |rho| {best.max():.2f}" if len(best) else ""
+        return f"No signal correlates with the round's outcome here (|Spearman rho| >= {threshold} with A or eta){strongest}."
+    found = "; ".join(f"{words(r.signal)} ({r.signal}), rho {r.rho:+.2f} with {OUTCOME_WORDS.get(r.outcome, r.outcome)}"
+                      for r in hits.itertuples())
+    n = len(hits)
+    head = (f"{'Only ' if n < len(corr) else ''}{n} of the {len(corr)} signals correlate{'s' if n == 1 else ''} with the "
+            f"round's outcome here (|Spearman rho| >= {threshold}): {found}.")
+
+    def held(inside: list[str], where: str) -> str:
+        if not inside:
+            return f"{ {1: 'it is not', 2: 'neither is'}.get(n, 'none of them is')} among {where}"
+        if len(inside) == n:
+            return f"{ {1: 'it is', 2: 'both are'}.get(n, 'all of them are')} among {where}"
+        return f"of them, only {_names(inside)} {'is' if len(inside) == 1 else 'are'} among {where}"
+
+    groups: dict[tuple, list[str]] = {}  # schedulers that hold the same of them, named together
+    for name, sigs in schedulers.items():
+        groups.setdefault(tuple(s for s in hits["signal"] if s in set(sigs)), []).append(name)
+    clauses = [held(list(inside), f"the inputs of the scheduler{'s' if len(names) > 1 else ''} {_names(names, None)}")
+               for inside, names in groups.items()]
+    if not clauses:
+        clauses = ["no scheduler is trained for this pair, so there are no scheduler inputs to compare"]
+    count = {6: "six", 10: "ten"}.get(len(release), str(len(release)))
+    clauses.append(held([s for s in hits["signal"] if s in set(release)], f"the {count} signals of the authors' release"))
+    later = "".join(f"; {c.removeprefix('of them, ')}" for c in clauses[1:])
+    return f"{head} {clauses[0][0].upper()}{clauses[0][1:]}{later}."
+
+
 def signal_heatmap(corr: pd.DataFrame, title: str = "Spearman correlation with the round's outcome") -> PlotFigure:
-    """A heatmap of a signals x outcomes correlation table."""
-    fig, (ax,) = figure(width=5.2, height=4.4)
+    """A heatmap of a signals x outcomes correlation table, signals and outcomes in words."""
+    corr = corr.rename(index=words, columns=lambda c: OUTCOME_WORDS.get(c, c).replace(" (", "\n(").replace(" draft", "\ndraft"))
+    fig, (ax,) = figure(width=6.0, height=4.6)
     sns.heatmap(corr, annot=True, fmt=".2f", cmap="vlag", vmin=-1, vmax=1, ax=ax, cbar_kws={"label": "rho"})
-    ax.set(xlabel="outcome of the round", ylabel="signal before the draft step", title=title)
+    ax.set(xlabel="outcome of the round", ylabel="signal before the draft step")
+    fig.suptitle(title, fontsize=12)  # over the whole figure: the two columns are narrower than the title
     return fig
 
 
@@ -210,7 +280,8 @@ def importance_plot(imp: pd.DataFrame, release: list[str], clip: float = 1.0) ->
     Bars beyond +-`clip` (R^2 units) are cut at the axis and labelled with their value, so one
     extreme signal cannot flatten the rest; dark bars are the release's six signals.
     """
-    df = imp.assign(release=imp["signal"].isin(release).map({True: "in the release's six", False: "ours"}))
+    df = imp.assign(release=imp["signal"].isin(release).map({True: "in the release's six", False: "ours"}),
+                    signal=imp["signal"].map(words))
     fig, (a1, a2) = figure(2, width=4.8, height=3.6, sharey=True)
     for ax, col, label in ((a1, "gain_over_k", "grouped-CV R^2 gain over step k alone"),
                            (a2, "permutation_drop", "held-out R^2 drop when shuffled")):
@@ -252,17 +323,43 @@ def prefills(run) -> int:
     return 0 if _config(run).get("fuse_prompt", True) else len(run.runs)
 
 
-def acceptance_length(run) -> tuple[float, int, int]:
-    """The release's `avg_accept_len`: (all new tokens / all target forwards, tokens, forwards).
+def acceptance_counts(run) -> pd.DataFrame:
+    """Per recorded prompt (index: `run` id), what A counts: `tokens`, every token the target's
+    verifications committed (each round's accepted draft tokens plus its bonus token, the last round
+    counted whole where max_new_tokens or the end of text cut the returned output, as the release's
+    `new_token` does), `forwards`, its target forwards (one verification a round plus a prompt forward
+    of its own, `prefills`), and `returned`, the tokens the call returned."""
+    rounds = run.rounds
+    index = pd.Index(run.runs["run"].unique(), name="run")
+    own = 1 if prefills(run) else 0
+    out = pd.DataFrame(index=index)
+    out["tokens"] = (rounds["accepted"] + 1).groupby(rounds["run"]).sum().reindex(index).fillna(0).astype(int)
+    out["forwards"] = rounds["run"].value_counts().reindex(index).fillna(0).astype(int) + own
+    out["returned"] = run.runs.groupby("run")["output_ids"].first().map(len).reindex(index).fillna(0).astype(int)
+    return out
 
-    Target forwards = one per round (the tree verification) + each prompt forward of its own
-    (`prefills`: the release counts `step_idx + 1` per turn, its prefill included; a fused prompt
-    costs none); new tokens = the tokens each call returned (cut at max_new_tokens and end of
-    text). `release_statistics` counts tokens the release's way (uncut)."""
-    tokens = int(sum(len(ids) for ids in run.runs["output_ids"]))
-    pre = prefills(run)
-    a = release_acceptance(tokens, len(run.rounds), pre) if len(run.runs) else math.nan
-    return a, tokens, len(run.rounds) + pre
+
+def acceptance_length(run) -> tuple[float, int, int]:
+    """The release's `avg_accept_len`, the paper's A: (tokens / target forwards, tokens, forwards)
+    summed over the run's prompts (`acceptance_counts`: tokens the verifications committed, the
+    bonus token counted and the last round whole; one forward a round plus each prompt forward of
+    its own). Every A of notebook 03 reads it."""
+    counts = acceptance_counts(run)
+    tokens, forwards = int(counts["tokens"].sum()), int(counts["forwards"].sum())
+    rounds = forwards - (len(counts) if prefills(run) else 0)
+    a = release_acceptance(tokens, rounds, forwards - rounds) if forwards else math.nan
+    return a, tokens, forwards
+
+
+def acceptance_n(run) -> str:
+    """What `acceptance_length` counted, in words: tokens, forwards, and the tokens returned where
+    max_new_tokens or the end of text cut them."""
+    counts = acceptance_counts(run)
+    tokens, forwards, returned = (int(counts[c].sum()) for c in ("tokens", "forwards", "returned"))
+    pre = len(counts) if prefills(run) else 0
+    cut = f"; {returned:,} returned, the rest cut by max_new_tokens or the end of text" if returned < tokens else ""
+    return (f"{tokens:,} tokens committed / {forwards:,} target forwards ({forwards - pre:,} rounds + {pre} prompt "
+            f"forwards){cut}")
 
 
 def bench_acceptance(records: pd.DataFrame) -> pd.DataFrame:
@@ -346,7 +443,7 @@ def paper_statistics(run) -> pd.DataFrame:
     reselection, i.e. the release's candidate pool with lookback 0) is inferred from the paper's
     mean pool over its pool ratio (`paper.CONVENTIONAL_POOL`), which it fits.
     """
-    a, tokens, forwards = acceptance_length(run)
+    a = acceptance_length(run)[0]
     steps = paper_steps(run)
     mid = steps[steps["call_mid"]]
     calls = mid[mid["frontier"] > 0]
@@ -362,9 +459,10 @@ def paper_statistics(run) -> pd.DataFrame:
 
     rows = [
         ("acceptance length A", a, float(run.rounds["accepted"].mean()) if n_rounds else math.nan,
-         f"{tokens:,} new tokens / {forwards:,} target forwards ({n_rounds:,} rounds + {forwards - n_rounds} prompt forwards)",
-         a_paper, "new tokens / target forwards, bonus token counted, each prompt forward of its own one (release "
-         f"avg_accept_len; paper: {'schedule ' + schedule if schedule in PAPER_A else 'no value for schedule ' + schedule}); "
+         acceptance_n(run), a_paper,
+         "tokens the target's verifications committed / target forwards, bonus token counted, the last round whole, "
+         f"each prompt forward of its own one (release avg_accept_len; paper: "
+         f"{'schedule ' + schedule if schedule in PAPER_A else 'no value for schedule ' + schedule}); "
          "ours: accepted draft tokens per round"),
         ("reselected share (mean of per-call shares)", float(per_call.mean()) if n_mid else math.nan,
          our("reselected share"), f"{n_mid:,} mid calls ({n_k1:,} at k = 1, each 0)", PAPER_STATS["reselected share"],
@@ -398,13 +496,12 @@ def release_sums(run) -> pd.DataFrame:
     mid = steps[steps["call_mid"]]
     share = (mid["reselected"] / mid["frontier"].where(mid["frontier"] > 0)).fillna(0.0)
     later = mid["step"] > 1
-    rounds = run.rounds
+    counts = acceptance_counts(run)  # A: the one count of acceptance_length
     by = mid["run"]
     cols = {
         RELEASE_STATS[0]: (share.groupby(by).sum(), by.value_counts()),
         RELEASE_STATS[1]: (share[later].groupby(by[later]).sum(), by[later].value_counts()),
-        RELEASE_STATS[2]: ((rounds["accepted"] + 1).groupby(rounds["run"]).sum(),
-                           rounds["run"].value_counts() + (1 if prefills(run) else 0)),
+        RELEASE_STATS[2]: (counts["tokens"], counts["forwards"]),
         RELEASE_STATS[3]: (mid["pool"].groupby(by).sum(), by.value_counts()),
         RELEASE_STATS[4]: (mid.loc[later, "pool"].groupby(by[later]).sum(), by[later].value_counts()),
     }
@@ -438,18 +535,18 @@ def release_statistics(run) -> pd.DataFrame:
       depth is not a depth of the frontier before (`paper_steps`; a step-1 call reselects the root
       from the root: 0), averaged over calls (the release's `reselect_from_past_layer_ratio`);
     - the same over the mid calls after step 1;
-    - A, the release's count: new tokens / target forwards, each round's root and accepted draft
-      tokens (its `new_token`: uncut by max_new_tokens) over the rounds plus the prompt forwards;
+    - A, the release's count (`acceptance_length`, as in `paper_statistics`): tokens the
+      verifications committed (each round's accepted draft tokens and bonus token, the last round
+      whole: the release's `new_token`) over the rounds plus the prompt forwards;
     - the mean candidate pool before the step, over all mid calls and over those after step 1 (the
       release's `pre_reselect_candidate_size`), and the mid calls at each step (no interval).
     """
     steps = paper_steps(run)
     mid = steps[steps["call_mid"]]
     later = mid["step"] > 1
-    tokens, rounds, pre = int((run.rounds["accepted"] + 1).sum()), len(run.rounds), prefills(run)
+    rounds = len(run.rounds)
     ns = [f"{len(mid):,} mid calls ({int((~later).sum()):,} at step 1, each 0)", f"{int(later.sum()):,} mid calls",
-          f"{tokens:,} new tokens / {rounds + pre:,} target forwards ({rounds:,} rounds + {pre} prompt forwards)",
-          f"{len(mid):,} mid calls", f"{int(later.sum()):,} mid calls"]
+          acceptance_n(run), f"{len(mid):,} mid calls", f"{int(later.sum()):,} mid calls"]
     sums = release_sums(run)
     rows = []
     for name, n in zip(RELEASE_STATS, ns):

@@ -31,6 +31,8 @@ import networkx as nx
 import pandas as pd
 import plotly.graph_objects as go
 
+from treegraft_lab.viz.export import Figure, label
+
 COLORS = {"root": "#4d4d4d", "small": "#2a7fdb", "mid": "#e8590c", "both": "#7b2cbf"}
 DRAFTER_LABELS = {"root": "root (last token)", "small": "small (n-gram)", "mid": "mid (LM)", "both": "both drafters"}
 # small-drafted nodes are coloured by the small drafter that made them (`DraftTree.source`)
@@ -432,7 +434,8 @@ def _title(run, round: int, step: int | None, run_id: int, depth_max: int) -> st
 
 def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stable: bool = True,
                 show_pruned: bool = True, width: int | None = None, max_children: int | None = MAX_CHILDREN,
-                scroll: bool = False, caption: str | None = "", focus: bool = False) -> go.Figure:
+                scroll: bool = False, caption: str | None = "", caption_at: str = "title",
+                focus: bool = False) -> go.Figure:
     """The draft tree of `round` after draft `step` (None: the final pruned and verified tree).
 
     stable: lay out every node the round ever created, so nodes keep their place from step to
@@ -441,8 +444,10 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
     to it. max_children: pruned children drawn per parent, the rest folded into one "+m" node
     (None: all); kept nodes are always drawn. scroll: as wide as the tree needs (LEAF_PX per
     leaf), for a box that scrolls sideways. caption: the line under the title naming the pair,
-    prompt, settings and profile ("": the run's own, `caption.run_caption`; None: none, for a
-    view that names them beside the figure). focus (a draft step): the axes zoomed to what the
+    prompt, settings and profile ("": the run's own, `caption.run_caption`; None: none). caption_at:
+    "title" (under the title) or "foot" (a footnote under the plot, for a view that names the caption
+    beside the figure on screen: a PNG of the figure still carries it). The figure's PNG button names
+    the file after the caption (`viz.export`). focus (a draft step): the axes zoomed to what the
     step changed, its new nodes and the frontier it expanded, in a figure that fits the screen;
     the rest of the tree lies around it (drag to pan).
     """
@@ -466,21 +471,42 @@ def tree_figure(run, round: int, step: int | None = None, run_id: int = 0, stabl
         height = max(int(ROW_PX * min(yr[1] - yr[0], FOCUS_ROWS + 0.75) + m["t"] + m["b"] + 20), MIN_HEIGHT)
     labels = fit_labels(rows, pos, px_per_x, xr)
     depth_max = int(run.steps[(run.steps["run"] == run_id) & (run.steps["round"] == round)]["step"].max())
-    fig = go.Figure(tree_traces(rows, pos, labels, final=step is None))
-    style_tree(fig, width, height, xr, yr, captioned(_title(run, round, step, run_id, depth_max), caption, min(width, MAX_WIDTH)),
-           scroll=scroll)  # the title wraps to what a scrolling box shows of a wide tree
+    fig = Figure(tree_traces(rows, pos, labels, final=step is None))
+    head = _title(run, round, step, run_id, depth_max)
+    style_tree(fig, width, height, xr, yr, captioned(head, caption if caption_at == "title" else None, min(width, MAX_WIDTH)),
+               scroll=scroll)  # the title wraps to what a scrolling box shows of a wide tree
     if focus:
         fig.update_layout(dragmode="pan")
     if scroll:  # no legend entry at all (plotly was seen to draw the legend after a redraw despite showlegend=False)
         for t in fig.data:
             t.meta, t.showlegend = ("legend key" if t.showlegend else None), False
+    if caption_at == "foot":
+        footnote(fig, caption)
+    return label(fig, caption, f"tree-round{round}-" + ("verify" if step is None else f"step{step}"))
+
+
+FOOT_SIZE, FOOT_LINE_PX = 11, 15  # the footnote's font (px) and line height
+
+
+def footnote(fig: go.Figure, caption: str | None) -> go.Figure:
+    """`caption` in small grey lines under the plot, inside the figure (the bottom margin and the height
+    grow by its lines): a PNG of the figure names its pair, prompt, settings and profile even where the
+    view shows them beside it. Returns `fig`."""
+    if not caption:
+        return fig
+    lines = wrap_title(html.escape(caption, quote=False), fig.layout.width, char_w=0.56 * FOOT_SIZE).split("<br>")
+    extra, below = FOOT_LINE_PX * len(lines) + 6, fig.layout.margin.b or 0
+    fig.update_layout(height=fig.layout.height + extra, margin={"b": below + extra})
+    fig.add_annotation(text="<br>".join(lines), xref="paper", yref="paper", x=0, y=0, xanchor="left", yanchor="top",
+                       yshift=-(below + 2), showarrow=False, align="left", font={"size": FOOT_SIZE, "color": "#444"},
+                       name="caption")
     return fig
 
 
-def wrap_title(title: str, width: int) -> str:
-    """`title` broken into lines (at " · " where it can, else at spaces) that fit `width` px; the word
-    "profile" stays on the line of the profile's name."""
-    room = max(int((width - 24) / TITLE_CHAR_W), 20)
+def wrap_title(title: str, width: int, char_w: float = TITLE_CHAR_W) -> str:
+    """`title` broken into lines (at " · " where it can, else at spaces) that fit `width` px at `char_w` px
+    a character; the word "profile" stays on the line of the profile's name."""
+    room = max(int((width - 24) / char_w), 20)
     lines: list[str] = []
     for i, part in enumerate(title.split(" · ")):
         for j, word in enumerate(part.replace("profile ", "profile\0", 1).split(" ")):
@@ -600,11 +626,11 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
         title = captioned(_title(run, round, None if k is None else int(k), run_id, int(max(steps))), caption, width)
         frames.append(go.Frame(name=name, data=tree_traces(rows, pos, fit_labels(rows, pos, ppx, fx), final=k is None),
                                layout={"title": {"text": title}, "xaxis": {"range": fx}, "yaxis": {"range": fy}}))
-    fig = go.Figure(data=frames[0].data, frames=frames)
+    fig = label(Figure(data=frames[0].data, frames=frames), caption, f"growth-round{round}")
     lines = max(title_lines(f.layout.title.text) for f in frames)  # every frame's title fits
     controls = 86  # px between the title and the plot: the play buttons, and the slider beside them
     style_tree(fig, width, height + controls, frames[0].layout.xaxis.range, frames[0].layout.yaxis.range,
-           frames[0].layout.title.text, lines=lines)
+               frames[0].layout.title.text, lines=lines)
     fig.update_layout(margin={"t": fig.layout.margin.t + controls, "b": 10}, dragmode="pan")
     for f in frames:
         f.layout.title.y = _title_y(f.layout.title.text, fig.layout.height)
