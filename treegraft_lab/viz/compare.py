@@ -20,6 +20,7 @@ from treegraft_lab.viz.tree import (
     ROW_PX,
     captioned,
     fit_labels,
+    footnote,
     margins,
     style_tree,
     tidy_layout,
