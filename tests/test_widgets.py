@@ -92,7 +92,7 @@ def test_round_pieces_rebuild_the_output_text_without_a_tokenizer(tiny):
 
 def test_viewer_redraws_the_figure_when_the_step_or_round_moves():
     run = tiny_run(rounds=3)
-    v = StepThroughViewer(run)
+    v = StepThroughViewer(run, round=0)  # round 0, step 1 (no round given: the showcase round and step)
     first = v.figure
     n_points = sum(len(t.x) for t in first.data if t.x)
     v.step.value = 3
@@ -473,7 +473,8 @@ def test_the_playground_names_settings_that_decide_identically_and_times_them_to
     cols = ["draft (ms)", "verify (ms)", "eta (tokens/s)", "eta low", "eta high", "speedup", "speedup low", "speedup high"]
     assert df.loc[yours, cols].tolist() == df.loc["all-small", cols].tolist()  # one pool, one number
     assert df.loc["plain decoding", "speedup"] == 1.0 and df.loc["all-mid", "speedup low"] <= df.loc["all-mid", "speedup"]
-    assert "same decisions as" in pg.table.value and "min–max of per-repeat speedups" in pg.table.value
+    assert f"all-small (= {yours}: same decisions, timed together)" in pg.table.value  # one row on screen for the two
+    assert "min–max of per-repeat speedups" in pg.table.value
 
 
 def test_the_playground_warns_when_plain_decoding_is_far_from_what_the_device_profile_predicts(tiny, monkeypatch):
@@ -570,7 +571,8 @@ def test_the_boundary_axes_name_the_signals_in_words_from_the_one_glossary(tiny,
 def test_the_viewer_lays_a_draft_step_out_on_its_own_nodes_unless_asked_for_the_whole_round():
     """A step's tree fits its own nodes (what the step drafted is in the box); "layout: whole round" keeps every
     node where the final tree has it, as wide as that tree at every step."""
-    v = StepThroughViewer(tiny_run(rounds=2))
+    v = StepThroughViewer(tiny_run(rounds=2), round=0)
+    v.placing.value = False  # "layout: this step" (the default is "focus: this step's change")
     v.siblings.value = 0
     v.step.value = 1
     own = v.figure.layout.width
