@@ -233,6 +233,16 @@ class DecodeConfig:
         return d
 
 
+def stored_settings(decode: dict) -> dict:
+    """Settings stored by an earlier version (trajectories, schedulers, replays) as `DecodeConfig` takes them:
+    the removed field `extra` (always empty in what was stored) is left out."""
+    decode = dict(decode)
+    if decode.pop("extra", None):
+        raise TreeGraftError("these stored settings hold a non-empty 'extra', a DecodeConfig field that no longer "
+                             "exists: collect them again")
+    return decode
+
+
 def preset(name: str = "speed", **overrides) -> DecodeConfig:
     """The `DecodeConfig` of preset `name` ("speed": the defaults; "full"; "release": the authors' release),
     with `overrides` on top (any DecodeConfig field)."""

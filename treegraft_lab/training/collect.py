@@ -35,7 +35,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from treegraft_lab.baselines import autoregressive
-from treegraft_lab.config import DecodeConfig
+from treegraft_lab.config import DecodeConfig, stored_settings
 from treegraft_lab.costs import DeviceProfile, scheduler_costs
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.errors import TreeGraftError
@@ -54,7 +54,7 @@ SHARD_GLOB = "shard-*.parquet"
 def collect_config(decode: dict | None = None) -> DecodeConfig:
     """The DecodeConfig of collection settings `decode` (fields left out: `presets.COLLECT_BASE`, the
     full growth and the n-gram drafter, then DecodeConfig's defaults)."""
-    return DecodeConfig(**{**COLLECT_BASE, **(decode or {})})
+    return DecodeConfig(**{**COLLECT_BASE, **stored_settings(decode or {})})
 
 
 def apply_costs(df: pd.DataFrame, prof: DeviceProfile, decode: dict | None = None) -> pd.DataFrame:
