@@ -93,3 +93,13 @@ def test_the_library_and_the_command_line_decode_a_prompt_alike(tmp_path, monkey
     cols = ["round", "schedule", "accepted", "kept", "nodes"]
     assert gen.token_ids == tokens
     assert rec.to_run().rounds[cols].equals(load_run(tmp_path / "cli").rounds[cols])
+
+
+def test_settings_stored_with_the_removed_extra_field_still_load_and_a_non_empty_one_is_refused():
+    from treegraft_lab.config import stored_settings
+    from treegraft_lab.errors import TreeGraftError
+
+    old = {**DecodeConfig().to_dict(), "extra": {}}
+    assert DecodeConfig(**stored_settings(old)) == DecodeConfig()
+    with pytest.raises(TreeGraftError, match="collect them again"):
+        stored_settings({"extra": {"acceptance": (1, 2, 3)}})

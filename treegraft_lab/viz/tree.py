@@ -620,7 +620,7 @@ def growth_animation(run, round: int, run_id: int = 0, duration_ms: int = 900, w
     for k in [*steps, None]:
         rows = final_rows if k is None else _round_rows(run, round, int(k), run_id)
         rows = fold(rows, shown) if shown and k is not None else rows
-        fx, fy = (xr, yr) if k is None else focus_ranges(pos, step_nodes(rows, int(k)), xr, yr, plot_w)
+        fx, fy = (xr, [yr[0], max(yr[1], 0.5)]) if k is None else focus_ranges(pos, step_nodes(rows, int(k)), xr, yr, plot_w)
         ppx = plot_w / (fx[1] - fx[0])
         name = "verify" if k is None else f"step {k}"
         title = captioned(_title(run, round, None if k is None else int(k), run_id, int(max(steps))), caption, width)
