@@ -153,10 +153,11 @@ class StepThroughViewer(W.VBox):
 
     def __init__(self, run, run_id: int = 0, round: int | None = None) -> None:
         self.run = run
-        self.why = ""  # why the viewer opened on its round (`viz.showcase_round`), said above the tree
+        self.why, self.why_round = "", None  # why the viewer opened on its round (`viz.showcase_round`)
         step = None
         if round is None:
             round, self.why = showcase_round(run, run_id)
+            self.why_round = round
             step = showcase_step(run, round, run_id)
         runs = run.runs["run"].tolist()
         self.pick = W.Dropdown(options=[(self._run_label(r), r) for r in runs], value=run_id, description="run",
@@ -204,6 +205,7 @@ class StepThroughViewer(W.VBox):
             self.pick.value = run_id
             self.pick.layout.display = "" if len(runs) > 1 else "none"
             rd, self.why = showcase_round(run, run_id)
+            self.why_round = rd
             self._set_run(run_id, rd)
             step = showcase_step(run, rd, run_id)
             if step is not None:
@@ -272,7 +274,7 @@ class StepThroughViewer(W.VBox):
                 self.figure = self.plot.show(self._figure())
                 self.text.value = output_html(self.run, self.round.value, self.pick.value)
                 why = (f'<div class="tg-why" style="font-size:12px;color:#555">opened on {html.escape(self.why)}</div>'
-                       if self.why and self.round.value == int(self.why.split()[1].rstrip(":")) else "")
+                       if self.round.value == self.why_round else "")
                 self.info.value = caption_html(run_caption(self.run, self.pick.value)) + why + info_html(
                     self.run, self.round.value, self.step.value, self.pick.value) + (
                     f'<div style="font-size:12px;color:#555">the tree is {self.figure.layout.width:,} px wide: scroll '
@@ -533,9 +535,10 @@ class SchedulePlayground(W.VBox):
     def __init__(self, pair, run, round: int | None = None, run_id: int = 0, clock: str | None = None,
                  prune: str | None = None, repeats: int = 3, warmup: bool = True) -> None:
         self.pair, self.run, self.run_id = pair, run, run_id
-        self.why = ""  # why it opened on its round (`viz.showcase_round`; None: that round)
+        self.why, self.why_round = "", None  # why it opened on its round (`viz.showcase_round`)
         if round is None:
             round, self.why = showcase_round(run, run_id)
+            self.why_round = round
         self.warmup = warmup  # one untimed replay of every setting (and plain decoding) before the timed ones
         row = _row(run.runs, run=run_id)
         self.cfg = json.loads(row["config"]) if row is not None else {}
@@ -600,7 +603,7 @@ class SchedulePlayground(W.VBox):
                              "A replay starts its small drafters from the committed text alone (Token Recycling's "
                              "matrix empty, where the recorded run had learnt it over the earlier rounds), so its tree "
                              "may hold other nodes than the recorded round's.")
-        if self.why and self.round_idx == int(self.why.split()[1].rstrip(":")):
+        if self.round_idx == self.why_round:
             self.status.value += f' <span class="tg-why" style="color:#555">(opened on {html.escape(self.why)})</span>'
         if self.pair is None:
             self.button.disabled = True

@@ -51,13 +51,11 @@ def kept_rows(run, round: int = 0, run_id: int = 0) -> pd.DataFrame:
 def aligned(a: pd.DataFrame, b: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Both trees' rows renumbered by token path (one id per path over both), and the union layout."""
     ids = {p: i for i, p in enumerate(sorted(set(a["path"]) | set(b["path"]), key=lambda p: (len(p), p)))}
-    union = pd.concat([a, b]).sort_values("accepted", ascending=False).drop_duplicates("path")
-    union = union.assign(node=[ids[p] for p in union["path"]], parent=[ids.get(p[:-1], -1) for p in union["path"]])
-    pos = tidy_layout(union)
 
     def renumber(rows: pd.DataFrame) -> pd.DataFrame:
         return rows.assign(node=[ids[p] for p in rows["path"]], parent=[ids.get(p[:-1], -1) for p in rows["path"]])
 
+    pos = tidy_layout(renumber(pd.concat([a, b]).sort_values("accepted", ascending=False).drop_duplicates("path")))
     return renumber(a), renumber(b), pos
 
 
