@@ -49,7 +49,7 @@ from treegraft_lab.replay import leaf_ms, replay_all
 from treegraft_lab.retrieval import SmallDrafters, label, merged
 from treegraft_lab.rounds import Draft, RoundInfo, RoundStart, StepResult
 from treegraft_lab.schedule.choice import resolve_auto
-from treegraft_lab.schedule.context import StepContext
+from treegraft_lab.schedule.context import RoundHistory, StepContext
 from treegraft_lab.schedule.policies import MaskPolicy, Policy, make_policy
 from treegraft_lab.tree import MID, SMALL, DraftTree
 from treegraft_lab.verify import TargetVerifier, accept_greedy, accept_sampling, warp
@@ -303,6 +303,7 @@ class TreeGraftDecoder:
             self.mid.start(self.ids[:-1], lazy=self._may_skip_mid())
         self._prompt_backlog = self._mid_pending()  # prefill: not priced
         self._oracle = {"tokens": 0, "ms": 0.0}  # the oracle schedule's running totals (modelled)
+        self.round_history = RoundHistory(cfg.depth)  # the rounds run so far: the policies' round signals
         if hasattr(self.pruner, "start"):
             self.pruner.start()
 
@@ -347,7 +348,8 @@ class TreeGraftDecoder:
         return StepContext(k=k, depth=cfg.depth, history=list(history), tree=tree, frontier=last_new,
                            expanded_last=expanded, prompt_len=self.prompt_len, t_tgt_ms=self.costs["t_tgt_ms"],
                            t_mid_ms=self.costs["t_mid_ms"], width=cfg.width, ngram_max=cfg.ngram_max,
-                           index=self.index, lookback=cfg.lookback)
+                           index=self.index, lookback=cfg.lookback, rounds=self.round_history,
+                           min_step_p=self.growth.min_step_p)
 
     # ---- one round --------------------------------------------------------------------------------
     def run_round(self, policy: Policy | None = None, commit: bool = True) -> tuple[RoundInfo, list[int]]:
@@ -514,6 +516,8 @@ class TreeGraftDecoder:
                 self.index.extend(emitted)
             self.ids += emitted
             self.root = bonus
+            top1 = torch.softmax(logits[kept.index(path[-1])].float(), -1).max().item()  # the round signals' inputs
+            self.round_history.add(len(path) - 1, draft.mid_calls, sum(tree.creator[v] == MID for v in path[1:]), top1)
             if hasattr(self.pruner, "observe"):  # the run's rate is modelled too: decisions never read the wall clock
                 self.pruner.observe(tree, kept, path, modelled_ms)
         else:

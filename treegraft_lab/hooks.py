@@ -125,6 +125,7 @@ class Recorder:
             "t_tgt_ms": ctx.t_tgt_ms,
             "t_mid_ms": ctx.t_mid_ms,
             **ctx.signals(),
+            **ctx.round_signals(),
         }
 
     def _on_step_expand(self, ev: HookEvent) -> None:

@@ -26,6 +26,7 @@ from treegraft_lab.presets import DEFAULT_PAIR, REGIME_SCHEDULES
 RATIOS_DEFAULT = "0.02:1:11,0.6"
 CAPTURE_MIDS = ("smollm2-pocket", "smollm2-cut28", "smollm2-int8", "smollm2-self")  # every mid drafter with stored replays
 CAPTURE_RATIOS = "0.02:1:6,0.6"  # the ratios the schedulers' decodes are stored at
+HELD_OUT = "{pair}-{growth}-topk-validation"  # the held-out replays (the validation split), in data/regime
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"stored replays and decodes, no model runs; --mids default: {','.join(CAPTURE_MIDS)}, "
                              f"--ratios default: {CAPTURE_RATIOS})")
     parser.add_argument("--json", action="store_true", help="with --capture: print one JSON object")
+    parser.add_argument("--learn", action="store_true",
+                        help="learn WHEN from the oracle on the held-out replays (--replays, default: the validation "
+                             "split's), cross-fitted over their prompts, every learner and signal set; store the held-out "
+                             "walks and the learned scheduler (data/scheduler/<pair>/stepwise-topk-<growth>)")
     parser.add_argument("--heatmap", type=Path, default=None,
                         help="with --mids: write the heatmap over (agreement, T_mid / T_tgt) (PNG)")
     parser.add_argument("--resume", action="store_true",
@@ -123,6 +128,9 @@ def _capture(args: argparse.Namespace, base) -> int:
     for name in [*ax.schedulers, *ax.rules]:
         cap = regime.capture(ax.cells, name)
         out[name] = {**cap, "split": split}
+    from treegraft_lab.training.imitation import held_out_capture
+
+    out.update(held_out_capture(held_out_folder(args.pair, args.growth), base, regime.map_config(args.growth)))
     if args.json:
         print(json.dumps({"schedulers": out, "profile": base.name, "ratios": ratios, "mids": pairs, "notes": ax.notes},
                          default=lambda x: None))
@@ -130,7 +138,8 @@ def _capture(args: argparse.Namespace, base) -> int:
     print(f"capture of the oracle's gain over the better endpoint (S - better) / (oracle - better), modelled on {base.name}; "
           f"{split}")
     for name, cap in out.items():
-        print(regime.capture_text(cap, name))
+        ci = f" (95% interval over prompts {cap['ci95'][0]:.0%} to {cap['ci95'][1]:.0%})" if "ci95" in cap else ""
+        print(regime.capture_text(cap, name) + ci + f" [{cap['split'].split(':')[0]}]")
     return 0
 
 
@@ -143,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
     folder = args.replays or regime.replay_folder(args.pair, args.growth)
     base = costs.load(args.profile)
     cfg = regime.map_config(args.growth, args.profile)
+    if args.learn:
+        return _learn(args, base, cfg, ratios)
     if args.capture:
         return _capture(args, base)
     if args.json:
@@ -296,3 +307,66 @@ def _mid_axis(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
 def _agreements(c, pairs: list[str]) -> list[tuple[str, float]]:
     a = c.drop_duplicates("mid").set_index("mid")["agreement"]
     return [(p, float(a[p])) for p in pairs]
+
+
+def held_out_folder(pair: str, growth: str) -> Path:
+    return DATA_DIR / "regime" / HELD_OUT.format(pair=pair, growth=growth)
+
+
+def _signals(folder: Path, df, meta: dict, pair_name: str, args):
+    """The replays' context signals per start (`imitation.context_signals`), computed once (one target
+    forward a prompt) and stored beside them as signals.parquet."""
+    import pandas as pd
+
+    from treegraft_lab import load_pair, load_prompts
+    from treegraft_lab.training.imitation import context_signals
+
+    path = folder / "signals.parquet"
+    if path.is_file():
+        return pd.read_parquet(path)
+    prompts = load_prompts(meta["prompts"], split=meta.get("split", "eval"), per_category=meta.get("per_category"))
+    sig = context_signals(load_pair(pair_name, device=args.device, dtype=args.dtype), prompts, df)
+    sig.to_parquet(path, index=False)
+    return sig
+
+
+def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
+    """`--learn`: every learner x signal set cross-fitted over the held-out prompts (`imitation.learn`),
+    the held-out walks and learners.json stored beside the held-out replays, the best one refitted on
+    every prompt and stored as the learned scheduler."""
+    import pandas as pd
+
+    from treegraft_lab import regime
+    from treegraft_lab.schedule.stepwise import signal_set
+    from treegraft_lab.training import imitation as im
+
+    held_dir = args.replays or held_out_folder(args.pair, args.growth)
+    extra_dir = regime.replay_folder(args.pair, args.growth)
+    held_df, held_meta = regime.load(held_dir)
+    extra_df, extra_meta = regime.load(extra_dir)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    held = im.prompts_of(regime.split(held_df, cfg.depth), _signals(held_dir, held_df, held_meta, args.pair, args))
+    extra = im.prompts_of(regime.split(extra_df, cfg.depth), _signals(extra_dir, extra_df, extra_meta, args.pair, args))
+    whole = [p for p in held if im.complete(p)]
+    if len(whole) < len(held):
+        print(f"{len(held) - len(whole)} held-out prompts lack replayed starts: left out ({len(whole)} kept)")
+    profiles = regime.ratio_profiles(base, ratios)
+    walks, rows = im.learn(whole, extra, profiles, cfg)
+    walks.to_parquet(held_dir / im.WALKS.format(profile=base.name), index=False)
+    best = max((r for r in rows if r["causal"]), key=lambda r: r["mean_capture"])
+    final = im.train(whole + extra, profiles, cfg, list(signal_set(best["signal_set"])), best["learner"],
+                     name=f"stepwise-{best['learner']}")
+    final.doc.update({"name": final.name, "profile": base.name, "ratios": ratios, "signal_set": best["signal_set"],
+                      "trained_on": {"held_out": [p.qid for p in whole], "extra": [p.qid for p in extra]},
+                      "held_out_capture": {k: best[k] for k in ("mean_capture", "ci95", "cells", "below_098")}})
+    out = SCHEDULER_DIR / args.pair / f"stepwise-topk-{args.growth}"
+    final.save(out)
+    (held_dir / im.SUMMARY).write_text(json.dumps({"profile": base.name, "ratios": ratios, "prompts": len(whole),
+                                                    "learners": rows, "chosen": f"{best['learner']}:{best['signal_set']}",
+                                                    "scheduler": str(out)}, indent=1, default=float) + "\n")
+    print(pd.DataFrame(rows)[["learner", "signal_set", "causal", "mean_capture", "ci95", "cells", "below_098"]].to_string(index=False))
+    print(f"chosen: {best['learner']} on {best['signal_set']} ({final.parameters} parameters): {out}")
+    return 0

@@ -3,11 +3,40 @@ training and the views (they import it from here; it imports no decoder)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from treegraft_lab.drafters import NgramIndex
-from treegraft_lab.schedule.signals import compute_signals
+from treegraft_lab.graft import top_by_score
+from treegraft_lab.schedule.signals import compute_signals, round_signals
 from treegraft_lab.tree import DraftTree
+
+
+@dataclass
+class RoundHistory:
+    """The rounds a generation has run so far, as a scheduler may read them before the next round:
+    per round its accepted length, mid calls, accepted tokens the mid drafter drafted (None where
+    not known: replays do not store it) and the target's top-1 probability at its bonus token.
+    The decoder starts one per generation and adds a round after each committed verification."""
+
+    depth: int
+    accepted: list[int] = field(default_factory=list)
+    mid_calls: list[int] = field(default_factory=list)
+    mid_accepted: list[int | None] = field(default_factory=list)
+    top1: list[float] = field(default_factory=list)
+
+    def add(self, accepted: int, mid_calls: int, mid_accepted: int | None, top1: float) -> None:
+        self.accepted.append(int(accepted))
+        self.mid_calls.append(int(mid_calls))
+        self.mid_accepted.append(mid_accepted)
+        self.top1.append(float(top1))
+
+    def __len__(self) -> int:
+        return len(self.accepted)
+
+    def signals(self) -> dict[str, float]:
+        """`signals.round_signals` of these rounds."""
+        return round_signals(self.accepted, self.mid_calls, self.mid_accepted, self.top1, self.depth)
 
 
 @dataclass
@@ -29,6 +58,9 @@ class StepContext:
     ngram_max: int
     index: NgramIndex | None = None  # the committed text's n-gram index (the context signals)
     lookback: int | None = None  # the reselection depth window (DecodeConfig.lookback)
+    rounds: RoundHistory | None = None  # the generation's rounds so far (the round signals)
+    min_step_p: float = 0.0  # the growth's skip rule (Growth.min_step_p): small steps below it are skipped
+    small_size: int | None = None  # what `small_step_size` returns, where known without a tree (replays)
     _signals: dict | None = field(default=None, repr=False)
 
     @classmethod
@@ -38,6 +70,20 @@ class StepContext:
         return cls(k=k, depth=depth, history=list(history), tree=None, frontier=[], expanded_last=[],
                    prompt_len=prompt_len, t_tgt_ms=t_tgt_ms, t_mid_ms=t_mid_ms, width=0, ngram_max=0,
                    _signals=dict(signals))
+
+    def small_step_size(self) -> int:
+        """How many frontier nodes a small step k would expand (the top-W of N_k by path score), or
+        -1 where the growth skips it (k > 1 and the best of them below `min_step_p`): what replays
+        store as size_k of a mask whose bit k is 0."""
+        if self.small_size is None:
+            fr = top_by_score(self.tree, self.frontier, self.width)
+            skip = self.min_step_p and self.k > 1 and (not fr or math.exp(self.tree.score[fr[0]]) < self.min_step_p)
+            self.small_size = -1 if skip else len(fr)
+        return self.small_size
+
+    def round_signals(self) -> dict[str, float]:
+        """The round signals (`signals.ROUND_SIGNALS`): all 0 without a round history."""
+        return (self.rounds or RoundHistory(self.depth)).signals()
 
     @property
     def mid_calls(self) -> int:

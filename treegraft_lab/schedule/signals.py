@@ -27,6 +27,20 @@ tree signal is the same for all rounds:
                         clear best continuation                                 [0, inf)
   ngram_match           mean n-gram match size of the small-drafted nodes of F,
                         divided by ngram_max (0 when F holds none)              [0, 1]
+
+Round signals: how the rounds already run went (`context.RoundHistory`, kept by the decoder after
+each verification; free: the target's logits are computed anyway). a_r is round r's accepted
+length, m_r its mid calls, c_r how many of its accepted tokens the mid drafter drafted; all are 0
+before the first round. Over the rounds run so far:
+  prev_accepted         a_{r-1} / D                                             [0, 1]
+  prev_mid_calls        m_{r-1} / D                                             [0, 1]
+  prev_mid_share        c_{r-1} / a_{r-1} (0 when a_{r-1} = 0)                   [0, 1]
+  target_top1           the target's top-1 probability at the last committed
+                        token (the last round's bonus): how sure it was there    [0, 1]
+  recent_accepted       mean a over the last 3 rounds / D                       [0, 1]
+  mid_gain_estimate     (mean a of the rounds that called the mid drafter - mean
+                        a of those that did not) / D: a running estimate of its
+                        marginal gain on this prompt (0 until both kinds ran)    [-1, 1]
 """
 
 from __future__ import annotations
@@ -50,6 +64,8 @@ SIGNALS = (
     "ngram_match",
 )
 RELEASE_SIGNALS = SIGNALS[:6]
+ROUND_SIGNALS = ("prev_accepted", "prev_mid_calls", "prev_mid_share", "target_top1", "recent_accepted",
+                 "mid_gain_estimate")
 
 # The signals (and the two costs the scheduler reads) in words: (axis label, what it measures). The one
 # source for every view that shows them (`words`, `glossary`); the module docstring has the formulas.
@@ -73,6 +89,15 @@ SIGNAL_WORDS = {
                      "small spread means no clear best continuation"),
     "ngram_match": ("frontier n-gram match", "mean n-gram match length of the frontier's small-drafted nodes, over "
                     "the longest n-gram used (0 when it has none)"),
+    "prev_accepted": ("last round's accepted length", "tokens the target accepted in the previous round, over the depth D"),
+    "prev_mid_calls": ("last round's mid calls", "draft steps of the previous round that called the mid drafter, over D"),
+    "prev_mid_share": ("last round's mid share", "share of the previous round's accepted tokens that the mid drafter "
+                       "drafted"),
+    "target_top1": ("target's confidence", "the target's top-1 probability at the last committed token (read from the "
+                    "last verification's logits)"),
+    "recent_accepted": ("recent accepted length", "mean accepted length of the last 3 rounds, over D"),
+    "mid_gain_estimate": ("mid drafter's running gain", "mean accepted length of this prompt's rounds that called the mid "
+                          "drafter minus that of the rounds that did not, over D (0 until both ran)"),
 }
 COST_WORDS = {
     "t_tgt_ms": ("target verification T_tgt (ms)", "one target forward verifying the budget's tree, on the profile"),
@@ -118,4 +143,25 @@ def compute_signals(
         "recent_hit_rate": index.recent_hit_rate() if index is not None else 0.0,
         "score_spread": (max(finite) - min(finite)) if finite else 0.0,
         "ngram_match": (sum(small) / len(small) / ngram_max) if small else 0.0,
+    }
+
+
+def round_signals(accepted: list[int], mid_calls: list[int], mid_accepted: list[int | None], top1: list[float],
+                  depth: int) -> dict[str, float]:
+    """The round signals (see the module docstring) from the rounds run so far, oldest first:
+    each round's accepted length, mid calls, accepted tokens the mid drafter drafted (None: not
+    known, read as 0) and the target's top-1 probability at its bonus token."""
+    if not accepted:
+        return dict.fromkeys(ROUND_SIGNALS, 0.0)
+    a, D = accepted[-1], depth
+    mid = [x for x, m in zip(accepted, mid_calls) if m]
+    small = [x for x, m in zip(accepted, mid_calls) if not m]
+    last3 = accepted[-3:]
+    return {
+        "prev_accepted": a / D,
+        "prev_mid_calls": mid_calls[-1] / D,
+        "prev_mid_share": (mid_accepted[-1] or 0) / a if a else 0.0,
+        "target_top1": top1[-1],
+        "recent_accepted": sum(last3) / len(last3) / D,
+        "mid_gain_estimate": (sum(mid) / len(mid) - sum(small) / len(small)) / D if mid and small else 0.0,
     }

@@ -1,0 +1,133 @@
+"""A learned per-step scheduler on the round signals: WHEN, decided at each draft step from what
+the tree, the committed text and the rounds already run say, by a small network.
+
+`step_features(ctx)` is the one place its inputs are computed, in the decoder and in a replay walk
+alike (a walk builds its `StepContext` from stored replays: `training.imitation`). The network is
+an MLP (one hidden layer, tanh) whose output is either the probability that the oracle calls the
+mid drafter here (kind "imitation") or the modelled margin (small - mid) in target verifications
+(kind "value"); it calls the mid drafter when that is above 0.5, resp. above 0. Its weights and
+inputs live in one JSON file (`stepwise.json`); the online path needs no scikit-learn.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.schedule.context import StepContext
+
+FORMAT = "treegraft-stepwise/1"
+FILE = "stepwise.json"
+
+# Every input the learners may read, in words (the signals' own words: `signals.SIGNAL_WORDS`).
+STEP_FEATURES = {
+    "step": "the draft step k, over D",
+    "mid_so_far": "mid calls earlier in this round, over D",
+    "last_mid": "1 when the previous step called the mid drafter",
+    "small_size": "frontier nodes a small step would expand now, over W (0 when it would be skipped)",
+    "small_skipped": "1 when the growth would skip a small step here (nothing likely enough to extend)",
+    "log_cost_ratio": "log(T_mid / T_tgt): how cheap a mid call is against a verification",
+    "root_match": "the context n-gram match (signals.root_match)",
+    "recent_hit_rate": "the recent copy hit rate (signals.recent_hit_rate)",
+    "target_top1": "the target's top-1 probability at the last committed token",
+    "prev_accepted": "the previous round's accepted length, over D",
+    "prev_mid_calls": "the previous round's mid calls, over D",
+    "recent_accepted": "the mean accepted length of the last 3 rounds, over D",
+    "mid_gain_estimate": "the mid drafter's running gain on this prompt",
+}
+# The signal sets the grouped cross-validation compares (each adds to the one before).
+SIGNAL_SETS = {
+    "tree+costs": ("step", "mid_so_far", "last_mid", "small_size", "small_skipped", "log_cost_ratio"),
+    "+context": ("root_match", "recent_hit_rate"),
+    "+rounds": ("target_top1", "prev_accepted", "prev_mid_calls", "recent_accepted", "mid_gain_estimate"),
+}
+
+
+def signal_set(name: str) -> tuple[str, ...]:
+    """The features of a named set, with those of every set before it."""
+    names = list(SIGNAL_SETS)
+    if name not in SIGNAL_SETS:
+        raise TreeGraftError(f"unknown signal set {name!r}; use one of {', '.join(names)}")
+    return tuple(f for n in names[: names.index(name) + 1] for f in SIGNAL_SETS[n])
+
+
+def step_features(ctx: StepContext) -> dict[str, float]:
+    """Every input of `STEP_FEATURES` for the decision before step `ctx.k`."""
+    D = ctx.depth
+    size = ctx.small_step_size()
+    sig, rounds = ctx.signals(), ctx.round_signals()
+    width = ctx.width or 10
+    return {
+        "step": ctx.k / D,
+        "mid_so_far": sum(ctx.history) / D,
+        "last_mid": float(ctx.history[-1]) if ctx.history else 0.0,
+        "small_size": max(size, 0) / width,
+        "small_skipped": float(size < 0),
+        "log_cost_ratio": math.log(ctx.t_mid_ms / ctx.t_tgt_ms),
+        "root_match": sig["root_match"],
+        "recent_hit_rate": sig["recent_hit_rate"],
+        **{n: rounds[n] for n in SIGNAL_SETS["+rounds"]},
+    }
+
+
+class StepwisePolicy:
+    """`decide(ctx)`: the network's output on `step_features(ctx)` above its threshold. Keeps
+    `last_score` (the output) and `last_inputs` (the features it read) for the recorder and views."""
+
+    def __init__(self, doc: dict, name: str | None = None) -> None:
+        self.doc = doc
+        self.features = list(doc["features"])
+        self.kind = doc["kind"]
+        self.name = name or doc.get("name", f"stepwise-{self.kind}")
+        self.mean = torch.tensor(doc["mean"], dtype=torch.float64)
+        self.scale = torch.tensor(doc["scale"], dtype=torch.float64)
+        self.w1 = torch.tensor(doc["w1"], dtype=torch.float64)
+        self.b1 = torch.tensor(doc["b1"], dtype=torch.float64)
+        self.w2 = torch.tensor(doc["w2"], dtype=torch.float64)
+        self.b2 = float(doc["b2"])
+        self.last_score = math.nan
+        self.last_inputs: dict[str, float] = {}
+
+    @property
+    def parameters(self) -> int:
+        return self.w1.numel() + self.b1.numel() + self.w2.numel() + 1
+
+    def score(self, x: list[float]) -> float:
+        """The network's output: a probability (imitation) or a margin in verifications (value)."""
+        z = (torch.tensor(x, dtype=torch.float64) - self.mean) / self.scale
+        out = float(torch.tanh(z @ self.w1 + self.b1) @ self.w2) + self.b2
+        return 1 / (1 + math.exp(-out)) if self.kind == "imitation" else out
+
+    def decide(self, ctx: StepContext) -> bool:
+        feats = step_features(ctx)
+        self.last_inputs = {f: feats[f] for f in self.features}
+        self.last_score = self.score(list(self.last_inputs.values()))
+        return self.last_score > (0.5 if self.kind == "imitation" else 0.0)
+
+    def save(self, folder: str | Path) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / FILE).write_text(json.dumps(self.doc, indent=1) + "\n")
+        return folder / FILE
+
+    @classmethod
+    def load(cls, folder: str | Path, name: str | None = None) -> StepwisePolicy:
+        path = Path(folder) / FILE
+        if not path.is_file():
+            raise TreeGraftError(f"no learned scheduler in {folder} ({FILE} missing): train one with "
+                                 f"`treegraft-lab regime --learn`")
+        doc = json.loads(path.read_text())
+        if doc.get("format") != FORMAT:
+            raise TreeGraftError(f"{path} is not a {FORMAT} document: train the scheduler again")
+        unknown = [f for f in doc["features"] if f not in STEP_FEATURES]
+        if unknown:
+            raise TreeGraftError(f"{path}: unknown inputs {unknown} (known: {', '.join(STEP_FEATURES)})")
+        return cls(doc, name)
+
+
+def is_stepwise(folder: str | Path) -> bool:
+    return (Path(folder) / FILE).is_file()
