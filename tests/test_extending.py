@@ -100,7 +100,7 @@ def test_a_part_without_its_protocols_methods_is_refused_in_one_line():
 
 
 RECORDABLE = ("hf-pld", "recycling", "suffix", "small", "mid", "10101", "adaptive", "rule:match", "rule:score", "csd",
-              "no-eg", "no-nd", "oracle")
+              "no-eg", "no-nd", "learned", "oracle")
 
 
 PROMPT = "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox"

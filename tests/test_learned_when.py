@@ -135,3 +135,28 @@ def test_round_history_counts_rounds():
     h = RoundHistory(5)
     h.add(3, 1, 2, 0.5)
     assert len(h) == 1 and h.signals()["prev_mid_share"] == pytest.approx(2 / 3)
+
+
+def test_a_profile_at_a_cost_ratio_is_named_and_priced_at_that_ratio():
+    from treegraft_lab import costs
+
+    p = costs.load("a100-paper@0.1")
+    t_tgt, t_mid = costs.scheduler_costs(p, regime.map_config())
+    assert p.name == "a100-paper@0.1" and t_mid / t_tgt == pytest.approx(0.1)
+    assert p.target == costs.load("a100-paper").target  # only the mid drafter's curve moves
+    with pytest.raises(TreeGraftError, match="NAME@RATIO"):
+        costs.load("a100-paper@cheap")
+    with pytest.raises(TreeGraftError, match="cost ratio"):
+        costs.load("a100-paper@0")
+
+
+def test_schedule_learned_loads_the_named_folder_and_refuses_another_depth(learned, tmp_path):
+    pair, cfg, prompts, *_, policy = learned
+    policy.doc["depth"] = cfg.depth
+    policy.save(tmp_path / "s")
+    dec = TreeGraftDecoder(pair, replace(cfg, schedule="learned", scheduler_path=str(tmp_path / "s")), CHEAP_MID)
+    assert isinstance(dec.policy, StepwisePolicy) and dec.policy.features == policy.features
+    with pytest.raises(TreeGraftError, match="D = 5 draft steps"):
+        TreeGraftDecoder(pair, replace(cfg, depth=4, schedule="learned", scheduler_path=str(tmp_path / "s")), CHEAP_MID)
+    with pytest.raises(TreeGraftError, match="regime --learn"):
+        TreeGraftDecoder(pair, replace(cfg, schedule="learned", scheduler_path=str(tmp_path / "none")), CHEAP_MID)

@@ -64,8 +64,9 @@ from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.resume import Journal
 
 METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted", "recycling", "suffix", "small", "mid", "10101", "adaptive",
-           "rule:match", "rule:score", "csd", "no-eg", "no-nd", "oracle")
-DEFAULT_METHODS = METHODS[:-1]  # the oracle replays every schedule each round: ask for it by name
+           "rule:match", "rule:score", "csd", "no-eg", "no-nd", "learned", "oracle")
+# the oracle replays every schedule each round, the learned scheduler was learned on the map's settings: ask by name
+DEFAULT_METHODS = tuple(m for m in METHODS if m not in ("learned", "oracle"))
 HF_METHODS = ("ar", "hf-stock", "hf-pld", "hf-assisted")
 TREE_METHODS = {  # method -> DecodeConfig overrides
     "small": {"schedule": "small"},
@@ -75,6 +76,7 @@ TREE_METHODS = {  # method -> DecodeConfig overrides
     "rule:match": {"schedule": "rule:match"},
     "rule:score": {"schedule": "rule:score"},
     "oracle": {"schedule": "oracle"},
+    "learned": {"schedule": "learned"},
     "no-eg": {"schedule": "10101", "expanded_graft": False},
     "no-nd": {"schedule": "10101", "non_destructive": False},
 }

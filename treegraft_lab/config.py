@@ -8,7 +8,7 @@ from typing import Any
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.presets import FULL_GROWTH, GROWTHS, PRESETS, RELEASE_RULES  # noqa: F401  (RELEASE_RULES: re-exported)
 
-NAMED_SCHEDULES = ("auto", "small", "mid", "adaptive", "oracle", "rule:match", "rule:score")
+NAMED_SCHEDULES = ("auto", "small", "mid", "adaptive", "learned", "oracle", "rule:match", "rule:score")
 PRUNES = ("auto", "topk", "value")
 RULES = ("rule:match", "rule:score")  # optionally with its value: "rule:match=3", "rule:score=0.3"
 EXPANSIONS = ("per_parent", "global")
@@ -118,11 +118,11 @@ class DecodeConfig:
     expanded_graft: bool = True         # EG: a mid step may reselect earlier nodes (WHERE)
     non_destructive: bool = True        # ND: mid children are added beside the small drafter's (HOW)
     # ---- WHEN ---------------------------------------------------------------------------------------------
-    schedule: Any = "auto"              # "small", "mid", a 0/1 mask ("10101"), "adaptive", "oracle", "rule:match[=tau]",
+    schedule: Any = "auto"              # "small", "mid", a 0/1 mask ("10101"), "adaptive", "learned", "oracle", "rule:match[=tau]",
                                         # "rule:score[=p]", an object with decide(ctx) -> bool, or "auto"
     call_budget: int | None = None      # most mid calls per round (None: no cap)
     mid_in_first_round: bool = False    # may a policy (not a mask) call the mid drafter in a generation's first round
-    scheduler_path: str | None = None   # the adaptive scheduler's artifact folder (None: the one trained for the pair)
+    scheduler_path: str | None = None   # the adaptive or learned scheduler's folder (None: the one trained for the pair)
     # ---- sampling and costs -------------------------------------------------------------------------------
     temperature: float = 0.0            # 0: greedy
     top_p: float = 1.0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -156,8 +156,29 @@ class DeviceProfile:
                                  "`treegraft-lab profile --save FILE`") from e
 
 
+def at_ratio(base: DeviceProfile, ratio: float) -> DeviceProfile:
+    """`base` with its mid curve scaled so that the scheduler's T_mid / T_tgt (`scheduler_costs` of the
+    map's settings: the lookup growth, W 10, a 63-node budget) is `ratio`; named "<base>@<ratio>". The
+    target curve is left as it is: a mid drafter `ratio` times a verification's cost on that device."""
+    from treegraft_lab.config import GROWTHS, DecodeConfig
+
+    if not (isinstance(ratio, (int, float)) and 0 < ratio < 100):
+        raise TreeGraftError(f"a cost ratio T_mid / T_tgt must lie in (0, 100), got {ratio!r}")
+    t_tgt, t_mid = scheduler_costs(base, DecodeConfig(**GROWTHS["lookup"], small="ngram"))
+    return replace(base.scaled(mid=ratio * t_tgt / t_mid), name=f"{base.name}@{ratio:g}")
+
+
 def load(name_or_path: str | Path) -> DeviceProfile:
-    """A named profile (data/profiles/<name>.json, e.g. "a100-paper") or a saved JSON file."""
+    """A named profile (data/profiles/<name>.json, e.g. "a100-paper") or a saved JSON file;
+    "<name>@<ratio>" (e.g. "a100-paper@0.1"): that profile with its mid drafter at T_mid / T_tgt = ratio
+    (`at_ratio`)."""
+    if isinstance(name_or_path, str) and "@" in name_or_path and not Path(name_or_path).exists():
+        name, _, r = name_or_path.rpartition("@")
+        try:
+            ratio = float(r)
+        except ValueError:
+            raise TreeGraftError(f"profile {name_or_path!r}: write NAME@RATIO with a number, e.g. a100-paper@0.1") from None
+        return at_ratio(load(name), ratio)
     p = Path(name_or_path)
     if not p.suffix and not p.exists():
         p = PROFILES_DIR / f"{name_or_path}.json"

@@ -296,12 +296,9 @@ def by_ratio(rows: pd.DataFrame) -> pd.DataFrame:
 def ratio_profiles(base: DeviceProfile, ratios: list[float]) -> list[tuple[float, DeviceProfile]]:
     """`base` with its mid curve scaled so that T_mid / T_tgt (`costs.scheduler_costs` of the
     lookup growth) takes each of `ratios`; the target curve is left as it is."""
-    from treegraft_lab.config import GROWTHS
-    from treegraft_lab.costs import scheduler_costs
+    from treegraft_lab.costs import at_ratio
 
-    cfg = DecodeConfig(**GROWTHS["lookup"], small="ngram")
-    t_tgt, t_mid = scheduler_costs(base, cfg)
-    return [(r, replace(base.scaled(mid=r * t_tgt / t_mid), name=f"{base.name}@{r:g}")) for r in ratios]
+    return [(r, at_ratio(base, r)) for r in ratios]
 
 
 def map_config(growth: str = "lookup", clock: str = "wall") -> DecodeConfig:
@@ -650,6 +647,11 @@ def which_adaptive(folder: str | Path, pair: str, base: DeviceProfile, config: D
 
 
 # ---------------------------------------------------------------------------- the mid drafter axis
+def held_out_folder(pair: str, growth: str = "lookup") -> Path:
+    """The held-out replays (the validation split's) of a pair and growth."""
+    return replay_folder(pair, growth).with_name(replay_folder(pair, growth).name + "-validation")
+
+
 def replay_folder(pair: str, growth: str = "lookup") -> Path:
     """Where a pair's replays are stored: data/regime/<pair>-<growth>-topk (one folder per mid drafter)."""
     from treegraft_lab.paths import DATA_DIR

@@ -479,6 +479,38 @@ def capture_table(ax) -> str:
             + "\n".join(rows))
 
 
+def held_out_section() -> str:
+    """WHEN learned from the oracle, judged on held-out prompts: each learner and signal set's capture with its
+    interval (`imitation.held_out_capture`, from the stored walks), and the sentence."""
+    from treegraft_lab import costs, regime
+    from treegraft_lab.training import imitation as im
+
+    folder = regime.held_out_folder("smollm2-pocket")
+    if not (folder / im.SUMMARY).is_file():
+        return ""
+    summary = json.loads((folder / im.SUMMARY).read_text())
+    caps = im.held_out_capture(folder, costs.load(summary["profile"]), regime.map_config("lookup"))
+    rows = [f"| {n.removeprefix('learned-')} | {'the past' if c['causal'] else 'hindsight (a diagnostic)'} | "
+            f"{c['mean_capture']:.0%} | {c['ci95'][0]:.0%} to {c['ci95'][1]:.0%} | {c['cells']} | {c['below_098']} | "
+            + " | ".join(f"{g:.3f}" for g in c["per_ratio"].values()) + " |" for n, c in caps.items()]
+    first = next(iter(caps.values()))
+    ratios = list(first["per_ratio"])
+    oracle = "| oracle (hindsight) | | | | | | " + " | ".join(f"{g:.3f}" for g in first["oracle_per_ratio"].values()) + " |"
+    head = ("| learner:signal set | reads | mean capture | 95% interval | cells | below 0.98x | "
+            + " | ".join(f"{r:g}" for r in ratios) + " |\n|" + "---|" * (6 + len(ratios)))
+    return ("### WHEN learned from the oracle, on held-out prompts\n\n"
+            f"The pocket drafter's replays of {first['split'].split(': ', 1)[1].split(',')[0]} (every round start "
+            "replayed, so any per-step scheduler can be walked through them), priced on a100-paper with the mid curve "
+            "scaled to each T_mid / T_tgt. Each prompt is walked by a learner cross-fitted without it (6 folds; the eval "
+            "replays always in training): imitation of the oracle's per-step choices with DAgger rounds, and the "
+            "value-and-margin route, on three signal sets (`schedule.stepwise.SIGNAL_SETS`); the last row also reads, in "
+            "hindsight, what a mid call at the step would add to the round (a diagnostic, not a scheduler). Capture as "
+            "above, over the cells where the oracle is >= 1.15x the better endpoint; the interval is a bootstrap over "
+            "prompts; the columns after it: speedup over the better endpoint at each ratio.\n\n"
+            + provenance(summary["commands"], summary["machine"], summary["date"], str(folder.relative_to(DATA_DIR.parent)))
+            + f"\n\n{head}\n" + "\n".join(rows) + f"\n{oracle}\n\n" + im.capture_sentence(caps).replace("**", ""))
+
+
 MAP_WORDS = ("adaptive-family was trained on the pocket drafter's trajectories alone and is run as it is with the "
              "other mid drafters; adaptive-map (`data/scheduler/smollm2-pocket/map-topk-lookup`, its card says on "
              "what) was trained on the trajectories of several mid drafters with the drafter's card agreement as an "
@@ -532,7 +564,8 @@ def sections() -> list[Callable[[], str]]:
     """The page's sections, in order."""
     return [lambda: "## The speed default: lookup growth, n-gram + recycling small drafter",
             lambda: speed_default_wall("validation"), lambda: speed_default_wall("eval"), speed_default_modelled,
-            peers_modelled, small_drafters_section, regime_section, regime_mids_section, int8_wall_section,
+            peers_modelled, small_drafters_section, regime_section, regime_mids_section, held_out_section,
+            int8_wall_section,
             lambda: "## Tree growth", growth_section, lookup_growth_section,
             lambda: "## The paper's tables", paper_tables, full_growth_wall, specbench_section,
             forward_cost_section, schedulers_section, mid_drafter_section,

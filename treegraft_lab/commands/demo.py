@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import replace
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.presets import DEFAULT_PAIR
@@ -33,12 +34,16 @@ PROMPTS = {  # kind -> one user message
 }
 WARMUP_PROMPT = "List three facts about the moon."
 REPEATS = 3  # timed generations per prompt and method, interleaved; their spread is printed
+WHEN_PAYS = "a100-paper@0.1"  # a profile where a mid call costs a tenth of a verification: WHEN pays there
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pair", default=DEFAULT_PAIR, help="a registered pair name")
     parser.add_argument("--prompt", default=None, help="one user message instead of the three built-in prompts")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate")
+    parser.add_argument("--when", action="store_true",
+                        help=f"instead: where WHEN pays, modelled on {WHEN_PAYS} (a100-paper with a mid drafter at a tenth "
+                             "of a verification's cost): all-small, all-mid and the learned scheduler (schedule=\"learned\")")
 
 
 def _dtype(name: str) -> str:
@@ -118,12 +123,53 @@ def method_table(result, clock: str, kinds: list[str]) -> list[str]:
     return rows
 
 
+def when_pays(args: argparse.Namespace) -> int:
+    """`--when`: each prompt decoded by all-small, all-mid and the learned scheduler on the modelled clock
+    `WHEN_PAYS` (the map's settings: top-k at 63, the lookup growth, the n-gram drafter): modelled speedup
+    over plain decoding on that profile, mid calls per round, lossless."""
+    from treegraft_lab import costs, regime
+    from treegraft_lab.baselines import autoregressive
+    from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.models import load_pair
+    from treegraft_lab.prompting import encode_prompt
+    from treegraft_lab.schedule.stepwise import learned_folder
+
+    folder = learned_folder(args.pair)
+    if not (folder / "stepwise.json").is_file():
+        raise TreeGraftError(f"no learned scheduler for {args.pair} ({folder}): learn one with `treegraft-lab regime --learn`")
+    prof = costs.load(WHEN_PAYS)
+    pair = load_pair(args.pair, dtype="float32")
+    cfg = regime.map_config("lookup", WHEN_PAYS)
+    prompts = {"your prompt": args.prompt} if args.prompt else PROMPTS
+    n = args.max_new_tokens
+    print(f"Where WHEN pays, modelled on {WHEN_PAYS}: a100-paper (the paper's A100 step costs, not measured) with the mid "
+          f"drafter at T_mid / T_tgt = 0.1; {pair.name}, {n} new tokens a prompt, greedy, top-k 63, lookup growth, n-gram "
+          f"small drafter; the learned scheduler: {folder}")
+    print(f"  {'prompt':<12}{'all-small':>11}{'all-mid':>10}{'learned':>10}{'mid calls/round':>17}  lossless")
+    for kind, text in prompts.items():
+        ids = encode_prompt(pair.tokenizer, text)
+        plain = autoregressive(pair, ids, max_new_tokens=n).token_ids
+        cells, calls, same = [], 0.0, True
+        for schedule in ("small", "mid", "learned"):
+            gen = TreeGraftDecoder(pair, replace(cfg, schedule=schedule), prof).generate(ids, max_new_tokens=n)
+            cells.append(len(gen.token_ids) * prof.target_ms(1) / gen.stats["modelled_ms"])
+            same &= gen.token_ids == plain[: len(gen.token_ids)]
+            if schedule == "learned":
+                calls = sum(r.mid_calls for r in gen.rounds) / len(gen.rounds)
+        print(f"  {kind:<12}" + "".join(f"{c:>9.2f}x" for c in cells) + f"{calls:>17.2f}  {'yes' if same else 'NO'}")
+    print("(speedup: plain decoding's modelled time over the method's, both priced on the profile; step through the "
+          "learned scheduler's rounds in notebooks/05_scheduler_boundary.ipynb)")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 1:
         raise TreeGraftError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     from treegraft_lab.commands.common import check_pair
 
     check_pair(args.pair)
+    if args.when:
+        return when_pays(args)
     t0 = time.perf_counter()
     pair = _load(args.pair)
     mid = type(pair.mid).__name__ if pair.mid is not None else "none"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from treegraft_lab.errors import TreeGraftError
@@ -26,7 +27,6 @@ from treegraft_lab.presets import DEFAULT_PAIR, REGIME_SCHEDULES
 RATIOS_DEFAULT = "0.02:1:11,0.6"
 CAPTURE_MIDS = ("smollm2-pocket", "smollm2-cut28", "smollm2-int8", "smollm2-self")  # every mid drafter with stored replays
 CAPTURE_RATIOS = "0.02:1:6,0.6"  # the ratios the schedulers' decodes are stored at
-HELD_OUT = "{pair}-{growth}-topk-validation"  # the held-out replays (the validation split), in data/regime
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--learn", action="store_true",
                         help="learn WHEN from the oracle on the held-out replays (--replays, default: the validation "
                              "split's), cross-fitted over their prompts, every learner and signal set; store the held-out "
-                             "walks and the learned scheduler (data/scheduler/<pair>/stepwise-topk-<growth>)")
+                             "walks and the learned scheduler (data/scheduler/<pair>/stepwise-topk-lookup; schedule=\"learned\")")
     parser.add_argument("--heatmap", type=Path, default=None,
                         help="with --mids: write the heatmap over (agreement, T_mid / T_tgt) (PNG)")
     parser.add_argument("--resume", action="store_true",
@@ -130,7 +130,7 @@ def _capture(args: argparse.Namespace, base) -> int:
         out[name] = {**cap, "split": split}
     from treegraft_lab.training.imitation import held_out_capture
 
-    out.update(held_out_capture(held_out_folder(args.pair, args.growth), base, regime.map_config(args.growth)))
+    out.update(held_out_capture(regime.held_out_folder(args.pair, args.growth), base, regime.map_config(args.growth)))
     if args.json:
         print(json.dumps({"schedulers": out, "profile": base.name, "ratios": ratios, "mids": pairs, "notes": ax.notes},
                          default=lambda x: None))
@@ -309,10 +309,6 @@ def _agreements(c, pairs: list[str]) -> list[tuple[str, float]]:
     return [(p, float(a[p])) for p in pairs]
 
 
-def held_out_folder(pair: str, growth: str) -> Path:
-    return DATA_DIR / "regime" / HELD_OUT.format(pair=pair, growth=growth)
-
-
 def _signals(folder: Path, df, meta: dict, pair_name: str, args):
     """The replays' context signals per start (`imitation.context_signals`), computed once (one target
     forward a prompt) and stored beside them as signals.parquet."""
@@ -323,7 +319,9 @@ def _signals(folder: Path, df, meta: dict, pair_name: str, args):
 
     path = folder / "signals.parquet"
     if path.is_file():
-        return pd.read_parquet(path)
+        have = pd.read_parquet(path)
+        if set(df["qid"]) <= set(have["qid"]):
+            return have
     prompts = load_prompts(meta["prompts"], split=meta.get("split", "eval"), per_category=meta.get("per_category"))
     sig = context_signals(load_pair(pair_name, device=args.device, dtype=args.dtype), prompts, df)
     sig.to_parquet(path, index=False)
@@ -337,10 +335,13 @@ def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
     import pandas as pd
 
     from treegraft_lab import regime
-    from treegraft_lab.schedule.stepwise import signal_set
+    from treegraft_lab.schedule.stepwise import learned_folder, signal_set
     from treegraft_lab.training import imitation as im
 
-    held_dir = args.replays or held_out_folder(args.pair, args.growth)
+    if args.growth != "lookup":
+        raise TreeGraftError("--learn learns on the lookup growth's replays (the map's settings): drop --growth")
+    t0 = time.time()
+    held_dir = args.replays or regime.held_out_folder(args.pair, args.growth)
     extra_dir = regime.replay_folder(args.pair, args.growth)
     held_df, held_meta = regime.load(held_dir)
     extra_df, extra_meta = regime.load(extra_dir)
@@ -359,14 +360,57 @@ def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
     best = max((r for r in rows if r["causal"]), key=lambda r: r["mean_capture"])
     final = im.train(whole + extra, profiles, cfg, list(signal_set(best["signal_set"])), best["learner"],
                      name=f"stepwise-{best['learner']}")
-    final.doc.update({"name": final.name, "profile": base.name, "ratios": ratios, "signal_set": best["signal_set"],
+    final.doc.update({"name": final.name, "profile": base.name, "depth": cfg.depth, "width": cfg.width, "ratios": ratios, "signal_set": best["signal_set"],
                       "trained_on": {"held_out": [p.qid for p in whole], "extra": [p.qid for p in extra]},
                       "held_out_capture": {k: best[k] for k in ("mean_capture", "ci95", "cells", "below_098")}})
-    out = SCHEDULER_DIR / args.pair / f"stepwise-topk-{args.growth}"
+    out = learned_folder(args.pair)
     final.save(out)
+    from datetime import date
+
+    from treegraft_lab.models import cpu_name
+
     (held_dir / im.SUMMARY).write_text(json.dumps({"profile": base.name, "ratios": ratios, "prompts": len(whole),
+                                                    "commands": ["treegraft-lab regime --learn"], "machine": cpu_name(),
+                                                    "date": date.today().isoformat(), "minutes": round((time.time() - t0) / 60, 1),
                                                     "learners": rows, "chosen": f"{best['learner']}:{best['signal_set']}",
                                                     "scheduler": str(out)}, indent=1, default=float) + "\n")
+    (out / "CARD.md").write_text(_card(rows, best, final, whole, extra, base, ratios, time.time() - t0))
     print(pd.DataFrame(rows)[["learner", "signal_set", "causal", "mean_capture", "ci95", "cells", "below_098"]].to_string(index=False))
     print(f"chosen: {best['learner']} on {best['signal_set']} ({final.parameters} parameters): {out}")
     return 0
+
+
+def _card(rows: list[dict], best: dict, final, held, extra, base, ratios: list[float], seconds: float) -> str:
+    """The learned scheduler's card: how it was made and what it takes of the oracle's gain on held-out prompts."""
+    from datetime import date
+
+    from treegraft_lab.models import cpu_name
+
+    lines = [f"| {r['learner']} | {r['signal_set']} | {'yes' if r['causal'] else 'no (hindsight: a diagnostic)'} | "
+             f"{r['mean_capture']:.0%} | {r['ci95'][0]:.0%} to {r['ci95'][1]:.0%} | {r['cells']} | {r['below_098']} |"
+             for r in rows]
+    return f"""# The learned scheduler (stepwise-topk-lookup)
+
+`schedule="learned"` loads it. A per-step scheduler (`treegraft_lab.schedule.stepwise`): one hidden layer of
+{final.doc['hidden']} tanh units, {final.parameters} parameters, kind `{final.kind}`, inputs ({len(final.features)}):
+{', '.join(final.features)}. Decided before each draft step of a round (not in a generation's first round);
+its online cost is one {len(final.features)}x{final.doc['hidden']} matrix product a step.
+
+How it was made: `treegraft-lab regime --learn` on {date.today().isoformat()}, {cpu_name()}, {seconds / 60:.0f} min.
+It imitates the oracle of the stored replays (the cheapest walk over every round start, a100-paper with the mid curve
+scaled to T_mid / T_tgt = {', '.join(f'{r:g}' for r in ratios)}): each step's label is the choice that continues the
+best mask from there; {final.doc.get('dagger', 0)} DAgger rounds add the states the learner reaches itself. Trained on
+every prompt of the pocket drafter's held-out replays ({len(held)} validation prompts) and its eval replays
+({len(extra)} prompts), the map's settings: top-k at 63, the lookup growth, D 5, W 10, the n-gram small drafter.
+
+Which learner and signal set: the grouped cross-fit below, on the held-out prompts (6 folds; each prompt walked
+by a learner that never read it; the eval replays always in training); the best that reads only the past was
+refitted on every prompt. Capture = (scheduler - better endpoint) / (oracle - better endpoint), the mean over the
+cells (ratios) where the oracle is >= 1.15x the better endpoint; the interval is a bootstrap over prompts.
+
+| learner | signal set | reads only the past | mean capture | 95% interval | cells | below 0.98x |
+|---|---|---|---|---|---|---|
+{chr(10).join(lines)}
+
+Chosen: {best['learner']} on {best['signal_set']}. The same numbers: `treegraft-lab regime --capture`.
+"""

@@ -38,6 +38,10 @@ def make_policy(config: DecodeConfig, pair=None, profile=None) -> Policy:
         return MaskPolicy((1,) * config.depth, "mid")
     if s == "adaptive":
         return AdaptivePolicy.for_pair(pair, config, profile)
+    if s == "learned":
+        from treegraft_lab.schedule.stepwise import learned_policy
+
+        return learned_policy(pair, config)
     if s == "oracle":
         return MaskPolicy((0,) * config.depth, "oracle")  # the decoder replays every mask itself
     if isinstance(s, str) and s.startswith("rule:"):

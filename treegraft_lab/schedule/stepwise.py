@@ -131,3 +131,22 @@ class StepwisePolicy:
 
 def is_stepwise(folder: str | Path) -> bool:
     return (Path(folder) / FILE).is_file()
+
+
+def learned_folder(pair_name: str) -> Path:
+    """Where `treegraft-lab regime --learn` stores a pair's learned scheduler (the map's settings: top-k, lookup growth)."""
+    from treegraft_lab.paths import SCHEDULER_DIR
+
+    return SCHEDULER_DIR / pair_name.replace("/", "_") / "stepwise-topk-lookup"
+
+
+def learned_policy(pair, config) -> StepwisePolicy:
+    """`schedule="learned"`: the scheduler in `config.scheduler_path`, else the one learned for the pair. It
+    was learned at depth D (its "depth"); another depth is refused in one line."""
+    folder = Path(config.scheduler_path) if config.scheduler_path else learned_folder(getattr(pair, "name", "") or "")
+    policy = StepwisePolicy.load(folder, "learned")
+    depth = policy.doc.get("depth")
+    if depth is not None and depth != config.depth:
+        raise TreeGraftError(f"the learned scheduler in {folder} decides over D = {depth} draft steps, the config has "
+                             f"depth={config.depth}: decode with depth={depth} or learn one for it (treegraft-lab regime --learn)")
+    return policy

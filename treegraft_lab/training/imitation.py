@@ -287,8 +287,9 @@ def capture_of(table: pd.DataFrame, name: str, oracle_min: float = 1.15, floor: 
     best = w[["all-small", "all-mid"]].max(axis=1)
     cells = pd.DataFrame({"ratio": w.index, "oracle_gain": w["oracle"] / best, f"{name}_gain": w[name] / best,
                           "better": np.where(w["all-mid"] > w["all-small"], "all-mid", "all-small")})
-    return {**capture(cells, name, oracle_min, floor), "per_ratio": {float(r): round(float(g), 4) for r, g in
-                                                                       zip(cells["ratio"], cells[f"{name}_gain"])}}
+    return {**capture(cells, name, oracle_min, floor),
+            "per_ratio": {float(r): round(float(g), 4) for r, g in zip(cells["ratio"], cells[f"{name}_gain"])},
+            "oracle_per_ratio": {float(r): round(float(g), 4) for r, g in zip(cells["ratio"], cells["oracle_gain"])}}
 
 
 def bootstrap_capture(table: pd.DataFrame, name: str, oracle_min: float = 1.15, n: int = 1000,
@@ -393,4 +394,28 @@ def held_out_capture(folder, base: DeviceProfile, config, n_boot: int = 1000) ->
         cap["ci95"] = list(bootstrap_capture(table, name, n=n_boot))
         out[name] = {**cap, "split": what, "chosen": summary.get("chosen") == f"{kind}:{sset}",
                      "causal": not sset.endswith("+hindsight")}
+    return out
+
+
+def capture_sentence(caps: dict[str, dict], goal: float = 0.5) -> str:
+    """The held-out capture in words: the best scheduler that reads only the past, its interval, the
+    hindsight diagnostic and the eval map's schedulers, against `goal`."""
+    held = {n: c for n, c in caps.items() if "ci95" in c and c["priced"]}
+    causal = {n: c for n, c in held.items() if c.get("causal", True)}
+    if not causal:
+        return "No learned scheduler's held-out walks are stored (`treegraft-lab regime --learn`)."
+    name, best = max(causal.items(), key=lambda kv: kv[1]["mean_capture"])
+    lo, hi = best["ci95"]
+    out = (f"**On held-out prompts the best learned scheduler ({name}) takes {best['mean_capture']:.0%} of the oracle's "
+           f"gain** (95% interval over prompts {lo:.0%} to {hi:.0%}) over the {best['priced']} cells where the oracle is "
+           f">= 1.15x the better endpoint, and is below 0.98x the better endpoint in {best['below_098']} of them; "
+           f"{'that reaches' if best['mean_capture'] >= goal else 'short of'} the {goal:.0%} aimed at.")
+    ceiling = [c for c in held.values() if not c.get("causal", True)]
+    if ceiling:
+        out += (f" Given in hindsight what a mid call at each step would add to the round, the same learner takes "
+                f"{ceiling[0]['mean_capture']:.0%}: what the oracle knows and no signal of the past recovers is whether "
+                f"the mid drafter's proposals will be accepted.")
+    others = [f"{n} {c['mean_capture']:.0%}" for n, c in caps.items() if "ci95" not in c and c.get("priced")]
+    if others:
+        out += f" On the eval map over mid drafters (4 prompts): {', '.join(others)}."
     return out

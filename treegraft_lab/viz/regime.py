@@ -246,3 +246,46 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
+
+
+def capture_figure(caps: dict[str, dict], title: str = "") -> PlotFigure:
+    """How much of the oracle's gain each scheduler takes. Left: over the better endpoint at each ratio
+    T_mid / T_tgt, the oracle and each scheduler of `caps` that has per-ratio gains (`imitation.capture_of`
+    rows; the held-out map's); the dotted line is 1.15x (the cells counted). Right: each scheduler's mean
+    capture over those cells, with its bootstrap 95% interval where it has one ("ci95"); a scheduler that
+    reads the replays in hindsight (`causal` False) is hatched."""
+    fig = PlotFigure(figsize=(11.0, 3.8), layout="constrained")
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.1, 1.0]})
+    oracle = next((c["oracle_per_ratio"] for c in caps.values() if "oracle_per_ratio" in c), None)
+    if oracle:
+        r = sorted(oracle)
+        left.plot(r, [oracle[x] for x in r], color=STYLE["oracle"][0], marker="*", label="oracle (hindsight)")
+    for i, (name, c) in enumerate((n, c) for n, c in caps.items() if "per_ratio" in c):
+        r = sorted(c["per_ratio"])
+        left.plot(r, [c["per_ratio"][x] for x in r], marker="o", ms=4, ls="-" if c.get("causal", True) else ":",
+                  label=name, color=f"C{i}")
+    left.axhline(1.0, color="black", lw=0.8)
+    left.axhline(1.15, color="grey", lw=0.8, ls=":")
+    left.set_xscale("log")
+    left.set_xlabel("T_mid / T_tgt")
+    left.set_ylabel("speedup over the better endpoint")
+    left.legend(fontsize=7, loc="upper right", frameon=False)
+    names = list(caps)
+    y = np.arange(len(names))[::-1]
+    for yi, name in zip(y, names):
+        c = caps[name]
+        m = c["mean_capture"]
+        right.barh(yi, m if np.isfinite(m) else 0, color="#c2255c" if c.get("causal", True) else "#cccccc",
+                   hatch="" if c.get("causal", True) else "//", edgecolor="black", lw=0.5)
+        if "ci95" in c:
+            right.plot(c["ci95"], [yi, yi], color="black", lw=1.2)
+        right.text(max(m, 0) + 0.02 if np.isfinite(m) else 0.02, yi + 0.22, f"{m:.0%}" if np.isfinite(m) else "n/a",
+                   fontsize=8, va="center")
+    right.set_yticks(y, [f"{n}\n({caps[n]['split'].split(':')[0]}, {caps[n]['priced']} cells)" for n in names], fontsize=7)
+    right.axvline(0.5, color="grey", lw=0.8, ls=":")
+    right.axvline(0.0, color="black", lw=0.8)
+    right.set_xlabel("mean capture of the oracle's gain (95% interval over prompts)")
+    right.xaxis.set_major_formatter(PercentFormatter(1.0))
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
