@@ -160,3 +160,24 @@ def test_schedule_learned_loads_the_named_folder_and_refuses_another_depth(learn
         TreeGraftDecoder(pair, replace(cfg, depth=4, schedule="learned", scheduler_path=str(tmp_path / "s")), CHEAP_MID)
     with pytest.raises(TreeGraftError, match="regime --learn"):
         TreeGraftDecoder(pair, replace(cfg, schedule="learned", scheduler_path=str(tmp_path / "none")), CHEAP_MID)
+
+
+def test_regime_capture_json_prints_every_schedulers_capture_from_stored_data_alone(monkeypatch, capsys):
+    import treegraft_lab.models as models
+    from treegraft_lab import cli
+
+    def no_model(*a, **k):
+        raise AssertionError("--capture loads no model")
+
+    monkeypatch.setattr(models, "load_pair", no_model)
+    assert cli.main(["regime", "--capture", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    caps = doc["schedulers"]
+    assert {"adaptive-family", "adaptive-map"} <= set(caps)  # for comparison, on the eval map over mid drafters
+    learned = {n: c for n, c in caps.items() if n.startswith("learned-")}
+    assert learned, "no held-out walks stored: treegraft-lab regime --learn"
+    for name, c in caps.items():
+        assert {"mean_capture", "cells", "below_098", "split"} <= set(c), name
+    assert all(c["split"].startswith("validation") and len(c["ci95"]) == 2 for c in learned.values())
+    assert caps["adaptive-family"]["split"].startswith("eval")
+    assert sum(c["chosen"] for c in learned.values()) == 1 and not any(c["chosen"] and not c["causal"] for c in learned.values())

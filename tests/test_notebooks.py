@@ -258,3 +258,43 @@ def test_notebook_08_says_which_scheduler_is_treegraft_adaptive_and_tables_it_as
     rows = {r[0]: r[1:] for r in (re.findall(r"<t[hd][^>]*>\s*(.*?)\s*</t[hd]>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", html, re.S))}
     assert rows["TreeGraft (adaptive)"][-1] == f"{at[name]:.2f}x"
     assert rows["family scheduler"] == ["—", "—", f"{at['adaptive-family']:.2f}x"]
+
+
+@pytest.mark.slow
+def test_notebook_08_tables_each_schedulers_capture_and_says_it_in_a_sentence_computed_from_the_stored_walks(
+        executed_notebook):
+    """08's capture section: one row per scheduler (the eval map's and every held-out learner, the hindsight
+    diagnostic marked as such) and the sentence `capture_sentence` gives for the stored data."""
+    from treegraft_lab import costs, regime
+    from treegraft_lab.training import imitation as im
+
+    nb = executed_notebook("08_where_when_matters.ipynb", "0")
+    (table,) = [c for c in nb.cells if "held_out_capture(" in c.source]
+    html = next(o["data"]["text/html"] for o in table.outputs if o.output_type == "execute_result")
+    held = im.held_out_capture(regime.held_out_folder("smollm2-pocket"), costs.load("a100-paper"), regime.map_config())
+    assert held, "no held-out walks stored: treegraft-lab regime --learn"
+    for name, cap in held.items():
+        assert name in html and f"{cap['ci95'][0]:.0%} to {cap['ci95'][1]:.0%}" in html
+    assert "hindsight (diagnostic)" in html and "adaptive-family" in html and "adaptive-map" in html
+    (said,) = [c for c in nb.cells if "capture_sentence(" in c.source]
+    text = "".join(o["data"].get("text/markdown", "") for o in said.outputs if o.output_type == "execute_result")
+    assert text.startswith("**On held-out prompts the best learned scheduler") and "% of the oracle's gain" in text
+
+
+@pytest.mark.slow
+def test_notebook_05_steps_through_the_learned_scheduler_where_when_pays(executed_notebook):
+    """05's WHEN-pays section: all-small, all-mid and the learned scheduler on a100-paper@0.1, all lossless; the
+    learned scheduler calls the mid drafter there, and its table lists those steps with the inputs it read."""
+    nb = executed_notebook("05_scheduler_boundary.ipynb", "1")
+    (cell,) = [c for c in nb.cells if 'WHEN_PAYS = "a100-paper@0.1"' in c.source]
+    html = next(o["data"]["text/html"] for o in cell.outputs if o.output_type == "execute_result")
+    rows = {r[0]: r[1:] for r in (re.findall(r"<t[hd][^>]*>\s*(.*?)\s*</t[hd]>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", html, re.S)) if r}
+    assert {"all-small", "all-mid", "learned scheduler"} <= set(rows)
+    assert all(r[-1] == "True" for k, r in rows.items() if k in ("all-small", "all-mid", "learned scheduler"))
+    (steps,) = [c for c in nb.cells if "the learned scheduler was asked at" in c.source]
+    shown = stream_text(steps)
+    called = int(re.search(r"called the mid drafter at (\d+)", shown).group(1))
+    from treegraft_lab.schedule.stepwise import StepwisePolicy, learned_folder
+
+    inputs = StepwisePolicy.load(learned_folder("smollm2-pocket")).features
+    assert called > 0 and all(f in shown for f in inputs)  # the inputs that made it call, named

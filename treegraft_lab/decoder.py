@@ -516,7 +516,7 @@ class TreeGraftDecoder:
                 self.index.extend(emitted)
             self.ids += emitted
             self.root = bonus
-            top1 = torch.softmax(logits[kept.index(path[-1])].float(), -1).max().item()  # the round signals' inputs
+            top1 = torch.softmax(logits[kept.index(path[-1])].float(), -1).max()  # stays on the device until read
             self.round_history.add(len(path) - 1, draft.mid_calls, sum(tree.creator[v] == MID for v in path[1:]), top1)
             if hasattr(self.pruner, "observe"):  # the run's rate is modelled too: decisions never read the wall clock
                 self.pruner.observe(tree, kept, path, modelled_ms)

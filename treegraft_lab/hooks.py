@@ -127,6 +127,8 @@ class Recorder:
             **ctx.signals(),
             **ctx.round_signals(),
         }
+        if ev.data["call_mid"] is not None:  # a learned scheduler's own inputs (`StepwisePolicy.last_inputs`)
+            self._decision.update({f"input: {k}": v for k, v in getattr(policy, "last_inputs", {}).items()})
 
     def _on_step_expand(self, ev: HookEvent) -> None:
         t, d = ev.tree, ev.data

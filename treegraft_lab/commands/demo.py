@@ -144,7 +144,7 @@ def when_pays(args: argparse.Namespace) -> int:
     n = args.max_new_tokens
     print(f"Where WHEN pays, modelled on {WHEN_PAYS}: a100-paper (the paper's A100 step costs, not measured) with the mid "
           f"drafter at T_mid / T_tgt = 0.1; {pair.name}, {n} new tokens a prompt, greedy, top-k 63, lookup growth, n-gram "
-          f"small drafter; the learned scheduler: {folder}")
+          f"small drafter; the learned scheduler: {_shown(folder)}")
     print(f"  {'prompt':<12}{'all-small':>11}{'all-mid':>10}{'learned':>10}{'mid calls/round':>17}  lossless")
     for kind, text in prompts.items():
         ids = encode_prompt(pair.tokenizer, text)
@@ -218,3 +218,13 @@ def run(args: argparse.Namespace) -> int:
     print("\nNext: `make lab` opens the workbench (JupyterLab on notebooks/, on this machine only, with a token); "
           "start with 01_step_through.ipynb, which steps through a decoding round by round.")
     return 0
+
+
+def _shown(path) -> str:
+    """A path inside the repository as a relative one."""
+    from treegraft_lab.paths import REPO_DIR
+
+    try:
+        return str(path.relative_to(REPO_DIR))
+    except ValueError:
+        return str(path)

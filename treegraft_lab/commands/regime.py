@@ -67,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="with --capture: print one JSON object")
     parser.add_argument("--learn", action="store_true",
                         help="learn WHEN from the oracle on the held-out replays (--replays, default: the validation "
-                             "split's), cross-fitted over their prompts, every learner and signal set; store the held-out "
+                             f"split's), cross-fitted over their prompts at --ratios (default: {CAPTURE_RATIOS}), every "
+                             "learner and signal set; store the held-out "
                              "walks and the learned scheduler (data/scheduler/<pair>/stepwise-topk-lookup; schedule=\"learned\")")
     parser.add_argument("--heatmap", type=Path, default=None,
                         help="with --mids: write the heatmap over (agreement, T_mid / T_tgt) (PNG)")
@@ -153,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     base = costs.load(args.profile)
     cfg = regime.map_config(args.growth, args.profile)
     if args.learn:
-        return _learn(args, base, cfg, ratios)
+        return _learn(args, base, cfg, _ratios(CAPTURE_RATIOS if args.ratios == RATIOS_DEFAULT else args.ratios))
     if args.capture:
         return _capture(args, base)
     if args.json:
@@ -355,7 +356,9 @@ def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
     if len(whole) < len(held):
         print(f"{len(held) - len(whole)} held-out prompts lack replayed starts: left out ({len(whole)} kept)")
     profiles = regime.ratio_profiles(base, ratios)
-    walks, rows = im.learn(whole, extra, profiles, cfg)
+    import os
+
+    walks, rows = im.learn(whole, extra, profiles, cfg, workers=min(2, os.cpu_count() or 1))
     walks.to_parquet(held_dir / im.WALKS.format(profile=base.name), index=False)
     best = max((r for r in rows if r["causal"]), key=lambda r: r["mean_capture"])
     final = im.train(whole + extra, profiles, cfg, list(signal_set(best["signal_set"])), best["learner"],
@@ -367,10 +370,8 @@ def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
     final.save(out)
     from datetime import date
 
-    from treegraft_lab.models import cpu_name
-
     (held_dir / im.SUMMARY).write_text(json.dumps({"profile": base.name, "ratios": ratios, "prompts": len(whole),
-                                                    "commands": ["treegraft-lab regime --learn"], "machine": cpu_name(),
+                                                    "commands": ["treegraft-lab regime --learn"], "machine": _machine(),
                                                     "date": date.today().isoformat(), "minutes": round((time.time() - t0) / 60, 1),
                                                     "learners": rows, "chosen": f"{best['learner']}:{best['signal_set']}",
                                                     "scheduler": str(out)}, indent=1, default=float) + "\n")
@@ -384,8 +385,6 @@ def _card(rows: list[dict], best: dict, final, held, extra, base, ratios: list[f
     """The learned scheduler's card: how it was made and what it takes of the oracle's gain on held-out prompts."""
     from datetime import date
 
-    from treegraft_lab.models import cpu_name
-
     lines = [f"| {r['learner']} | {r['signal_set']} | {'yes' if r['causal'] else 'no (hindsight: a diagnostic)'} | "
              f"{r['mean_capture']:.0%} | {r['ci95'][0]:.0%} to {r['ci95'][1]:.0%} | {r['cells']} | {r['below_098']} |"
              for r in rows]
@@ -396,10 +395,12 @@ def _card(rows: list[dict], best: dict, final, held, extra, base, ratios: list[f
 {', '.join(final.features)}. Decided before each draft step of a round (not in a generation's first round);
 its online cost is one {len(final.features)}x{final.doc['hidden']} matrix product a step.
 
-How it was made: `treegraft-lab regime --learn` on {date.today().isoformat()}, {cpu_name()}, {seconds / 60:.0f} min.
-It imitates the oracle of the stored replays (the cheapest walk over every round start, a100-paper with the mid curve
-scaled to T_mid / T_tgt = {', '.join(f'{r:g}' for r in ratios)}): each step's label is the choice that continues the
-best mask from there; {final.doc.get('dagger', 0)} DAgger rounds add the states the learner reaches itself. Trained on
+How it was made: `treegraft-lab regime --learn` on {date.today().isoformat()}, {_machine()}, {seconds / 60:.0f} min.
+It learns from the oracle of the stored replays (the cheapest walk over every round start, a100-paper with the mid
+curve scaled to T_mid / T_tgt = {', '.join(f'{r:g}' for r in ratios)}): at each step, Q0 and Q1 are the costs of the best
+masks that continue small and mid from there. Imitation learns which is lower (weighted by their gap); the value
+route regresses the margin Q0 - Q1 in verifications and calls the mid drafter where it is positive. This one is kind
+`{final.kind}`. {final.doc.get('dagger', 0)} DAgger rounds add the states the learner reaches itself. Trained on
 every prompt of the pocket drafter's held-out replays ({len(held)} validation prompts) and its eval replays
 ({len(extra)} prompts), the map's settings: top-k at 63, the lookup growth, D 5, W 10, the n-gram small drafter.
 
@@ -414,3 +415,13 @@ cells (ratios) where the oracle is >= 1.15x the better endpoint; the interval is
 
 Chosen: {best['learner']} on {best['signal_set']}. The same numbers: `treegraft-lab regime --capture`.
 """
+
+
+def _machine() -> str:
+    """This CPU, its vector extensions and cores, as the learned scheduler's provenance names them."""
+    import os
+
+    from treegraft_lab.models import cpu_flags, cpu_name
+
+    isa = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in cpu_flags()) or "unknown"
+    return f"{cpu_name()}, CPU flags {isa}, {os.cpu_count()} cores, {min(2, os.cpu_count() or 1)} worker processes of one torch thread"

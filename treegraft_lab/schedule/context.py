@@ -25,17 +25,20 @@ class RoundHistory:
     mid_accepted: list[int | None] = field(default_factory=list)
     top1: list[float] = field(default_factory=list)
 
-    def add(self, accepted: int, mid_calls: int, mid_accepted: int | None, top1: float) -> None:
+    def add(self, accepted: int, mid_calls: int, mid_accepted: int | None, top1) -> None:
+        """`top1` may be a 0-d tensor on the model's device: read to the host only when a signal is asked for."""
         self.accepted.append(int(accepted))
         self.mid_calls.append(int(mid_calls))
         self.mid_accepted.append(mid_accepted)
-        self.top1.append(float(top1))
+        self.top1.append(top1)
 
     def __len__(self) -> int:
         return len(self.accepted)
 
     def signals(self) -> dict[str, float]:
         """`signals.round_signals` of these rounds."""
+        if self.top1 and not isinstance(self.top1[-1], float):
+            self.top1[-1] = float(self.top1[-1])  # one host read, the first time a policy or recorder asks
         return round_signals(self.accepted, self.mid_calls, self.mid_accepted, self.top1, self.depth)
 
 

@@ -101,9 +101,19 @@ def complete(p: Prompt) -> bool:
     return all((j, "0" * p.rep.depth) in p.rep.rows for j in range(p.rep.length))
 
 
+_VALUES: dict = {}  # (prompt, profile) -> Q: the same replays priced once per process
+
+
 def values(p: Prompt, profile: DeviceProfile) -> dict[int, dict[str, float]]:
     """Q[j][mask]: the round's modelled ms (backlog 0) plus the oracle's cost-to-go from where it
     lands (inf where that start was not replayed)."""
+    key = (id(p.rep), profile.name, tuple(sorted(profile.mid.items())))
+    if key not in _VALUES or _VALUES[key][0] is not p.rep:  # the replays are kept: their id is not reused
+        _VALUES[key] = (p.rep, _values(p, profile))
+    return _VALUES[key][1]
+
+
+def _values(p: Prompt, profile: DeviceProfile) -> dict[int, dict[str, float]]:
     r, L = p.rep, p.rep.length
     V = {j: 0.0 for j in range(L, L + r.depth + 2)}
     Q = {}
@@ -186,22 +196,22 @@ def fit(data: list, features: list[str], kind: str, hidden: int = 16, steps: int
         name: str | None = None) -> StepwisePolicy:
     """The network on `labelled` rows: imitation (weighted logistic loss on b* = [Q1 < Q0], weight
     |Q1 - Q0| capped at 4 verifications) or value (Huber loss on the margin Q0 - Q1, capped at 4)."""
-    X = torch.tensor([x for x, _, _ in data], dtype=torch.float64)
-    q = torch.tensor([(a, b) for _, a, b in data], dtype=torch.float64)
+    X = torch.tensor([x for x, _, _ in data], dtype=torch.float32)
+    q = torch.tensor([(a, b) for _, a, b in data], dtype=torch.float32)
     margin = (q[:, 0] - q[:, 1]).clamp(-4, 4)
     mean, scale = X.mean(0), X.std(0).clamp_min(1e-6)
     Z = (X - mean) / scale
     g = torch.Generator().manual_seed(seed)
-    w1 = (torch.randn(len(features), hidden, generator=g, dtype=torch.float64) * 0.3).requires_grad_()
-    b1 = torch.zeros(hidden, dtype=torch.float64, requires_grad=True)
-    w2 = (torch.randn(hidden, generator=g, dtype=torch.float64) * 0.3).requires_grad_()
-    b2 = torch.zeros((), dtype=torch.float64, requires_grad=True)
+    w1 = (torch.randn(len(features), hidden, generator=g) * 0.3).requires_grad_()
+    b1 = torch.zeros(hidden, requires_grad=True)
+    w2 = (torch.randn(hidden, generator=g) * 0.3).requires_grad_()
+    b2 = torch.zeros((), requires_grad=True)
     opt = torch.optim.Adam([w1, b1, w2, b2], lr=0.03, weight_decay=1e-4)
     weight = margin.abs() / margin.abs().mean().clamp_min(1e-9)
     for _ in range(steps):
         out = torch.tanh(Z @ w1 + b1) @ w2 + b2
         if kind == "imitation":
-            loss = (torch.nn.functional.binary_cross_entropy_with_logits(out, (margin > 0).double(), reduction="none")
+            loss = (torch.nn.functional.binary_cross_entropy_with_logits(out, (margin > 0).float(), reduction="none")
                     * weight).mean()
         else:
             loss = torch.nn.functional.huber_loss(out, margin)
@@ -252,23 +262,44 @@ def train(prompts: list[Prompt], profiles: list[tuple[float, DeviceProfile]], co
 
 # ---------------------------------------------------------------------------- held-out capture
 def cross_fit(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, DeviceProfile]], config,
-              features: list[str], kind: str, folds: int = 6, seed: int = 0, **kw) -> pd.DataFrame:
+              features: list[str], kind: str, folds: int = 6, seed: int = 0, workers: int = 1, **kw) -> pd.DataFrame:
     """Every `held` prompt walked by a learner that never read it: `folds` grouped folds over `held`,
-    each learner trained on the other folds plus `extra`. One row per (prompt, ratio) as `walk`'s,
-    with "ratio" and "fold"."""
+    each learner trained on the other folds plus `extra` (the folds in `workers` processes). One row
+    per (prompt, ratio) as `walk`'s, with "ratio" and "fold"."""
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(held))
     fold_of = {held[i].qid: f % folds for f, i in enumerate(order)}
-    rows = []
-    for f in range(folds):
+    def one(f: int) -> list[dict]:
         train_on = [p for p in held if fold_of[p.qid] != f] + extra
         policy = train(train_on, profiles, config, features, kind, seed=seed, **kw)
-        for p in (p for p in held if fold_of[p.qid] == f):
-            for r, prof in profiles:
-                out = walk(p, prof, config, policy.decide, hindsight=HINDSIGHT in features)
-                if out is not None:
-                    rows.append({**out, "ratio": r, "fold": f})
-    return pd.DataFrame(rows)
+        out = [{**w, "ratio": r, "fold": f} for p in held if fold_of[p.qid] == f for r, prof in profiles
+               if (w := walk(p, prof, config, policy.decide, hindsight=HINDSIGHT in features)) is not None]
+        return out
+
+    for p in held + extra:  # priced once here: forked workers inherit the cache
+        for _, prof in profiles:
+            values(p, prof)
+    return pd.DataFrame([row for part in _map(one, range(folds), workers) for row in part])
+
+
+def _map(fn, items, workers: int) -> list:
+    """`fn` over `items`, in `workers` forked processes (one torch thread each) where more than one."""
+    items = list(items)
+    if workers <= 1:
+        return [fn(x) for x in items]
+    import multiprocessing as mp
+
+    global _TASK
+    _TASK = fn
+    with mp.get_context("fork").Pool(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
+        return pool.map(_run_task, items)
+
+
+_TASK = None
+
+
+def _run_task(x):
+    return _TASK(x)
 
 
 def speedup_table(priced: pd.DataFrame, runs: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -334,7 +365,8 @@ def priced_endpoints(prompts: list[Prompt], profiles: list[tuple[float, DevicePr
 
 def learn(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, DeviceProfile]], config,
           folds: int = 6, dagger: int = 2, seed: int = 0, signal_sets: tuple[str, ...] | None = None,
-          learners: tuple[str, ...] = LEARNERS, hindsight: bool = True, log=print) -> tuple[pd.DataFrame, list[dict]]:
+          learners: tuple[str, ...] = LEARNERS, hindsight: bool = True, workers: int = 1,
+          log=print) -> tuple[pd.DataFrame, list[dict]]:
     """Every (learner, signal set) cross-fitted over the `held` prompts (`cross_fit`, `extra` always in
     training): their held-out walks (one frame, columns "learner" and "signal_set" added) and one
     summary row each (capture over the cells where the oracle is >= 1.15x the better endpoint,
@@ -349,7 +381,7 @@ def learn(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, D
         todo.append(("imitation", f"{sets[-1]}+hindsight", [*signal_set(sets[-1]), HINDSIGHT]))
     runs, rows = [], []
     for kind, sset, feats in todo:
-        r = cross_fit(held, extra, profiles, config, feats, kind, folds, seed, dagger=dagger)
+        r = cross_fit(held, extra, profiles, config, feats, kind, folds, seed, workers, dagger=dagger)
         name = f"{kind}:{sset}"
         table = speedup_table(priced, r, name)
         cap = capture_of(table, name)
@@ -412,9 +444,9 @@ def capture_sentence(caps: dict[str, dict], goal: float = 0.5) -> str:
            f"{'that reaches' if best['mean_capture'] >= goal else 'short of'} the {goal:.0%} aimed at.")
     ceiling = [c for c in held.values() if not c.get("causal", True)]
     if ceiling:
-        out += (f" Given in hindsight what a mid call at each step would add to the round, the same learner takes "
-                f"{ceiling[0]['mean_capture']:.0%}: what the oracle knows and no signal of the past recovers is whether "
-                f"the mid drafter's proposals will be accepted.")
+        out += (f" An imitation learner that also reads, in hindsight, what a mid call at each step would add to the round "
+                f"takes {ceiling[0]['mean_capture']:.0%}: what the oracle knows and no signal of the past recovers is "
+                f"whether the mid drafter's proposals will be accepted.")
     others = [f"{n} {c['mean_capture']:.0%}" for n, c in caps.items() if "ci95" not in c and c.get("priced")]
     if others:
         out += f" On the eval map over mid drafters (4 prompts): {', '.join(others)}."
