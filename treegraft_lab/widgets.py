@@ -151,10 +151,9 @@ class StepThroughViewer(W.VBox):
     (in view in the box), or with "layout: whole round" where every node keeps its place.
     """
 
-    def __init__(self, run, run_id: int = 0, round: int | None = None) -> None:
+    def __init__(self, run, run_id: int = 0, round: int | None = None, step: int | None = None) -> None:
         self.run = run
         self.why, self.why_round = "", None  # why the viewer opened on its round (`viz.showcase_round`)
-        step = None
         if round is None:
             round, self.why = showcase_round(run, run_id)
             self.why_round = round

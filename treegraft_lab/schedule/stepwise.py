@@ -39,6 +39,18 @@ STEP_FEATURES = {
     "recent_accepted": "the mean accepted length of the last 3 rounds, over D",
     "mid_gain_estimate": "the mid drafter's running gain on this prompt",
 }
+LABELS = {"step": "step k / D", "mid_so_far": "mid calls so far / D", "last_mid": "previous step called mid",
+          "small_size": "small step's frontier / W", "small_skipped": "small step skipped",
+          "log_cost_ratio": "log T_mid / T_tgt"}
+
+
+def label(name: str) -> str:
+    """An input's name in words (the signals' own words for the signals)."""
+    from treegraft_lab.schedule.signals import words
+
+    return LABELS.get(name) or words(name)
+
+
 # The signal sets the grouped cross-validation compares (each adds to the one before).
 SIGNAL_SETS = {
     "tree+costs": ("step", "mid_so_far", "last_mid", "small_size", "small_skipped", "log_cost_ratio"),

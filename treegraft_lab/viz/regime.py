@@ -244,8 +244,11 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
     if paper:
         _paper_table(fig.add_subplot(spec[-1, 0]), paper, paper_how, f"{at}'s column" if at else "no marked ratio")
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=11)
     return fig
+
+
+LINE_COLORS = ("C0", "C1", "C3", "C4", "C5", "C6", "C7", "C8", "C9")  # no green: the oracle's
 
 
 def capture_figure(caps: dict[str, dict], title: str = "") -> PlotFigure:
@@ -254,8 +257,8 @@ def capture_figure(caps: dict[str, dict], title: str = "") -> PlotFigure:
     rows; the held-out map's); the dotted line is 1.15x (the cells counted). Right: each scheduler's mean
     capture over those cells, with its bootstrap 95% interval where it has one ("ci95"); a scheduler that
     reads the replays in hindsight (`causal` False) is hatched."""
-    fig = PlotFigure(figsize=(11.0, 3.8), layout="constrained")
-    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.1, 1.0]})
+    fig = PlotFigure(figsize=(8.4, 4.4), layout="constrained")
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.0, 1.0]})
     oracle = next((c["oracle_per_ratio"] for c in caps.values() if "oracle_per_ratio" in c), None)
     if oracle:
         r = sorted(oracle)
@@ -263,13 +266,13 @@ def capture_figure(caps: dict[str, dict], title: str = "") -> PlotFigure:
     for i, (name, c) in enumerate((n, c) for n, c in caps.items() if "per_ratio" in c):
         r = sorted(c["per_ratio"])
         left.plot(r, [c["per_ratio"][x] for x in r], marker="o", ms=4, ls="-" if c.get("causal", True) else ":",
-                  label=name, color=f"C{i}")
+                  label=name, color=LINE_COLORS[i % len(LINE_COLORS)])
     left.axhline(1.0, color="black", lw=0.8)
     left.axhline(1.15, color="grey", lw=0.8, ls=":")
     left.set_xscale("log")
     left.set_xlabel("T_mid / T_tgt")
     left.set_ylabel("speedup over the better endpoint")
-    left.legend(fontsize=7, loc="upper right", frameon=False)
+    left.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     names = list(caps)
     y = np.arange(len(names))[::-1]
     for yi, name in zip(y, names):
@@ -281,11 +284,11 @@ def capture_figure(caps: dict[str, dict], title: str = "") -> PlotFigure:
             right.plot(c["ci95"], [yi, yi], color="black", lw=1.2)
         right.text(max(m, 0) + 0.02 if np.isfinite(m) else 0.02, yi + 0.22, f"{m:.0%}" if np.isfinite(m) else "n/a",
                    fontsize=8, va="center")
-    right.set_yticks(y, [f"{n}\n({caps[n]['split'].split(':')[0]}, {caps[n]['priced']} cells)" for n in names], fontsize=7)
+    right.set_yticks(y, [f"{n}\n({caps[n]['split'].split(':')[0]}, {caps[n]['priced']} cells)" for n in names], fontsize=6)
     right.axvline(0.5, color="grey", lw=0.8, ls=":")
     right.axvline(0.0, color="black", lw=0.8)
-    right.set_xlabel("mean capture of the oracle's gain (95% interval over prompts)")
+    right.set_xlabel("mean capture of the oracle's gain\n(line: 95% interval over prompts)")
     right.xaxis.set_major_formatter(PercentFormatter(1.0))
     if title:
-        fig.suptitle(title, fontsize=11)
+        fig.suptitle(title, fontsize=10)
     return fig
