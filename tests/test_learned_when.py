@@ -43,7 +43,8 @@ def test_the_decoder_keeps_each_rounds_outcome_for_the_next():
     gen = dec.generate(PROMPTS[0], max_new_tokens=12)
     h = dec.round_history
     assert h.accepted == [r.accepted for r in gen.rounds] and h.mid_calls == [r.mid_calls for r in gen.rounds]
-    assert all(0 <= c <= a for c, a in zip(h.mid_accepted, h.accepted)) and all(0 < p <= 1 for p in h.top1)
+    assert all(0 <= c <= a for c, a in zip(h.mid_accepted, h.accepted)) and 0 < h.signals()["target_top1"] <= 1
+    assert all(math.isnan(p) for p in h.top1[:-1])  # never read: their logits were released
     seen = []
     with dec.hooks({"step.decide": lambda ev: seen.append(ev.data["ctx"].round_signals()["prev_accepted"])}):
         dec.generate(PROMPTS[0], max_new_tokens=12)
@@ -58,7 +59,7 @@ def learned():
     df = regime.collect(pair, prompts, cfg, max_new=12, progress=False, profile=CHEAP_MID)
     sig = im.context_signals(pair, prompts, df)
     held = im.prompts_of(regime.split(df, cfg.depth), sig)
-    profiles = [(1.0, CHEAP_MID), (5.0, CHEAP_MID.scaled(mid=5.0))]
+    profiles = regime.ratio_profiles(CHEAP_MID, [0.05, 0.5])  # what the ratios of stored walks stand for
     policy = im.train(held, profiles, cfg, list(signal_set("+rounds")), "imitation", dagger=1, hidden=8)
     return pair, cfg, prompts, held, profiles, policy
 
@@ -118,11 +119,12 @@ def test_held_out_capture_reads_the_stored_walks_of_every_learner(learned, tmp_p
     out = im.held_out_capture(folder, CHEAP_MID, cfg, n_boot=50)
     assert set(out) == {"learned-imitation:tree+costs", "learned-value:tree+costs", "learned-imitation:tree+costs+hindsight"}
     assert [n for n, c in out.items() if not c["causal"]] == ["learned-imitation:tree+costs+hindsight"]
-    for cap in out.values():
-        assert {"mean_capture", "cells", "below_098", "split", "ci95"} <= set(cap)
-        assert cap["split"].startswith("validation") and len(cap["ci95"]) == 2
-        if cap["cells"]:
-            assert cap["ci95"][0] <= cap["mean_capture"] <= cap["ci95"][1] or math.isnan(cap["mean_capture"])
+    for row in rows:  # read back from the stored walks, the same capture as the fit computed
+        cap = out[f"learned-{row['learner']}:{row['signal_set']}"]
+        assert {"mean_capture", "cells", "below_098", "split", "ci95", "prompts"} <= set(cap)
+        assert cap["split"].startswith("validation") and cap["prompts"] == len(held) and len(cap["ci95"]) == 2
+        assert (cap["cells"], cap["below_098"]) == (row["cells"], row["below_098"])
+        assert cap["mean_capture"] == pytest.approx(row["mean_capture"], nan_ok=True)
 
 
 def _frame(held):

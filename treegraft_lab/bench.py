@@ -709,3 +709,33 @@ def save(result: BenchResult, folder) -> None:
     (folder / "results.md").write_text(render_markdown(result), encoding="utf-8")
     (folder / "results.json").write_text(json.dumps({**result.to_json(), "meta": result.meta}, indent=1, default=str),
                                          encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------- schedules side by side, modelled
+def modelled_side_by_side(pair, ids: list[int], config, profile: DeviceProfile, max_new_tokens: int,
+                          schedules: tuple[str, ...] = ("small", "mid", "learned"), record: str | None = None):
+    """`ids` decoded once per schedule with `config` on `profile` (modelled: the decisions and the
+    times are that profile's): one row each (schedule, modelled speedup over plain decoding priced on
+    the same profile, accepted draft tokens per round (bonus excluded), mid calls per round, lossless
+    against plain greedy decoding), and the recorded run of `record` (None: no recording)."""
+    from dataclasses import replace
+
+    from treegraft_lab.baselines import autoregressive
+    from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.hooks import record as recording
+
+    plain = autoregressive(pair, ids, max_new_tokens=max_new_tokens).token_ids
+    rows, run = [], None
+    for schedule in schedules:
+        dec = TreeGraftDecoder(pair, replace(config, schedule=schedule), profile)
+        if schedule == record:
+            with recording(dec) as rec:
+                gen = dec.generate(ids, max_new_tokens=max_new_tokens)
+            run = rec.to_run()
+        else:
+            gen = dec.generate(ids, max_new_tokens=max_new_tokens)
+        rows.append({"schedule": schedule, "speedup": len(gen.token_ids) * profile.target_ms(1) / gen.stats["modelled_ms"],
+                     "accepted_per_round": gen.stats["accepted_per_round"],
+                     "mid_calls_per_round": sum(r.mid_calls for r in gen.rounds) / len(gen.rounds),
+                     "lossless": gen.token_ids == plain[: len(gen.token_ids)], "policy": dec.policy})
+    return rows, run

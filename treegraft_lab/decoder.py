@@ -349,7 +349,12 @@ class TreeGraftDecoder:
                            expanded_last=expanded, prompt_len=self.prompt_len, t_tgt_ms=self.costs["t_tgt_ms"],
                            t_mid_ms=self.costs["t_mid_ms"], width=cfg.width, ngram_max=cfg.ngram_max,
                            index=self.index, lookback=cfg.lookback, rounds=self.round_history,
-                           min_step_p=self.growth.min_step_p)
+                           small_size=lambda: self.small_step_size(tree, k, last_new))
+
+    def small_step_size(self, tree: DraftTree, k: int, last_new: list[int]) -> int:
+        """What a small step k would expand now (`draft_step`'s rule): its frontier's size, or SKIPPED."""
+        frontier = self.growth.small_frontier(tree, last_new, self.config.width)
+        return SKIPPED if self.growth.skips(tree, frontier, k) else len(frontier)
 
     # ---- one round --------------------------------------------------------------------------------
     def run_round(self, policy: Policy | None = None, commit: bool = True) -> tuple[RoundInfo, list[int]]:
@@ -516,8 +521,9 @@ class TreeGraftDecoder:
                 self.index.extend(emitted)
             self.ids += emitted
             self.root = bonus
-            top1 = torch.softmax(logits[kept.index(path[-1])].float(), -1).max()  # stays on the device until read
-            self.round_history.add(len(path) - 1, draft.mid_calls, sum(tree.creator[v] == MID for v in path[1:]), top1)
+            row = logits[kept.index(path[-1])]  # the target's top-1 there: computed only if a policy reads it
+            self.round_history.add(len(path) - 1, draft.mid_calls, sum(tree.creator[v] == MID for v in path[1:]),
+                                   lambda row=row: torch.softmax(row.float(), -1).max())
             if hasattr(self.pruner, "observe"):  # the run's rate is modelled too: decisions never read the wall clock
                 self.pruner.observe(tree, kept, path, modelled_ms)
         else:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.presets import DEFAULT_PAIR
@@ -128,8 +127,7 @@ def when_pays(args: argparse.Namespace) -> int:
     `WHEN_PAYS` (the map's settings: top-k at 63, the lookup growth, the n-gram drafter): modelled speedup
     over plain decoding on that profile, mid calls per round, lossless."""
     from treegraft_lab import costs, regime
-    from treegraft_lab.baselines import autoregressive
-    from treegraft_lab.decoder import TreeGraftDecoder
+    from treegraft_lab.bench import modelled_side_by_side
     from treegraft_lab.models import load_pair
     from treegraft_lab.prompting import encode_prompt
     from treegraft_lab.schedule.stepwise import learned_folder
@@ -147,16 +145,9 @@ def when_pays(args: argparse.Namespace) -> int:
           f"small drafter; the learned scheduler: {_shown(folder)}")
     print(f"  {'prompt':<12}{'all-small':>11}{'all-mid':>10}{'learned':>10}{'mid calls/round':>17}  lossless")
     for kind, text in prompts.items():
-        ids = encode_prompt(pair.tokenizer, text)
-        plain = autoregressive(pair, ids, max_new_tokens=n).token_ids
-        cells, calls, same = [], 0.0, True
-        for schedule in ("small", "mid", "learned"):
-            gen = TreeGraftDecoder(pair, replace(cfg, schedule=schedule), prof).generate(ids, max_new_tokens=n)
-            cells.append(len(gen.token_ids) * prof.target_ms(1) / gen.stats["modelled_ms"])
-            same &= gen.token_ids == plain[: len(gen.token_ids)]
-            if schedule == "learned":
-                calls = sum(r.mid_calls for r in gen.rounds) / len(gen.rounds)
-        print(f"  {kind:<12}" + "".join(f"{c:>9.2f}x" for c in cells) + f"{calls:>17.2f}  {'yes' if same else 'NO'}")
+        rows, _ = modelled_side_by_side(pair, encode_prompt(pair.tokenizer, text), cfg, prof, n)
+        print(f"  {kind:<12}" + "".join(f"{r['speedup']:>9.2f}x" for r in rows)
+              + f"{rows[-1]['mid_calls_per_round']:>17.2f}  {'yes' if all(r['lossless'] for r in rows) else 'NO'}")
     print("(speedup: plain decoding's modelled time over the method's, both priced on the profile; step through the "
           "learned scheduler's rounds in notebooks/05_scheduler_boundary.ipynb)")
     return 0

@@ -128,7 +128,7 @@ def _capture(args: argparse.Namespace, base) -> int:
     out = {}
     for name in [*ax.schedulers, *ax.rules]:
         cap = regime.capture(ax.cells, name)
-        out[name] = {**cap, "split": split}
+        out[name] = {**cap, "split": split, "prompts": len(ax.prompts)}
     from treegraft_lab.training.imitation import held_out_capture
 
     out.update(held_out_capture(regime.held_out_folder(args.pair, args.growth), base, regime.map_config(args.growth)))
@@ -333,6 +333,8 @@ def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
     """`--learn`: every learner x signal set cross-fitted over the held-out prompts (`imitation.learn`),
     the held-out walks and learners.json stored beside the held-out replays, the best one refitted on
     every prompt and stored as the learned scheduler."""
+    from datetime import date
+
     import pandas as pd
 
     from treegraft_lab import regime
@@ -356,20 +358,17 @@ def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
     if len(whole) < len(held):
         print(f"{len(held) - len(whole)} held-out prompts lack replayed starts: left out ({len(whole)} kept)")
     profiles = regime.ratio_profiles(base, ratios)
-    import os
-
-    walks, rows = im.learn(whole, extra, profiles, cfg, workers=min(2, os.cpu_count() or 1))
+    walks, rows = im.learn(whole, extra, profiles, cfg, workers=_workers())
     walks.to_parquet(held_dir / im.WALKS.format(profile=base.name), index=False)
     best = max((r for r in rows if r["causal"]), key=lambda r: r["mean_capture"])
     final = im.train(whole + extra, profiles, cfg, list(signal_set(best["signal_set"])), best["learner"],
                      name=f"stepwise-{best['learner']}")
-    final.doc.update({"name": final.name, "profile": base.name, "depth": cfg.depth, "width": cfg.width, "ratios": ratios, "signal_set": best["signal_set"],
+    final.doc.update({"name": final.name, "profile": base.name, "depth": cfg.depth, "width": cfg.width, "ratios": ratios,
+                      "signal_set": best["signal_set"],
                       "trained_on": {"held_out": [p.qid for p in whole], "extra": [p.qid for p in extra]},
                       "held_out_capture": {k: best[k] for k in ("mean_capture", "ci95", "cells", "below_098")}})
     out = learned_folder(args.pair)
     final.save(out)
-    from datetime import date
-
     (held_dir / im.SUMMARY).write_text(json.dumps({"profile": base.name, "ratios": ratios, "prompts": len(whole),
                                                     "commands": ["treegraft-lab regime --learn"], "machine": _machine(),
                                                     "date": date.today().isoformat(), "minutes": round((time.time() - t0) / 60, 1),
@@ -418,10 +417,14 @@ Chosen: {best['learner']} on {best['signal_set']}. The same numbers: `treegraft-
 
 
 def _machine() -> str:
-    """This CPU, its vector extensions and cores, as the learned scheduler's provenance names them."""
+    """This CPU, its vector extensions and cores (`bench.hardware`), as the learned scheduler's provenance names them."""
+    from treegraft_lab.bench import hardware
+
+    h = hardware()
+    return f"{h['cpu']}, CPU flags {h['cpu_isa']}, {h['cores']} cores, {_workers()} worker processes of one torch thread"
+
+
+def _workers() -> int:
     import os
 
-    from treegraft_lab.models import cpu_flags, cpu_name
-
-    isa = " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile") if f in cpu_flags()) or "unknown"
-    return f"{cpu_name()}, CPU flags {isa}, {os.cpu_count()} cores, {min(2, os.cpu_count() or 1)} worker processes of one torch thread"
+    return min(2, os.cpu_count() or 1)

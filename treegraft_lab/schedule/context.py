@@ -4,11 +4,11 @@ training and the views (they import it from here; it imports no decoder)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from treegraft_lab.drafters import NgramIndex
-from treegraft_lab.graft import top_by_score
-from treegraft_lab.schedule.signals import compute_signals, round_signals
+from treegraft_lab.schedule.signals import compute_signals, context_signals, round_signals
 from treegraft_lab.tree import DraftTree
 
 
@@ -26,7 +26,11 @@ class RoundHistory:
     top1: list[float] = field(default_factory=list)
 
     def add(self, accepted: int, mid_calls: int, mid_accepted: int | None, top1) -> None:
-        """`top1` may be a 0-d tensor on the model's device: read to the host only when a signal is asked for."""
+        """`top1`: a probability, or a callable that computes it (the decoder's: a softmax over the bonus
+        token's logits), called only when a policy or the recorder reads the signals. Only the last
+        round's is ever read: an earlier one never asked for is dropped (NaN), releasing its logits."""
+        if self.top1 and callable(self.top1[-1]):
+            self.top1[-1] = math.nan
         self.accepted.append(int(accepted))
         self.mid_calls.append(int(mid_calls))
         self.mid_accepted.append(mid_accepted)
@@ -37,8 +41,8 @@ class RoundHistory:
 
     def signals(self) -> dict[str, float]:
         """`signals.round_signals` of these rounds."""
-        if self.top1 and not isinstance(self.top1[-1], float):
-            self.top1[-1] = float(self.top1[-1])  # one host read, the first time a policy or recorder asks
+        if self.top1 and callable(self.top1[-1]):
+            self.top1[-1] = float(self.top1[-1]())  # computed (one host read) the first time it is asked for
         return round_signals(self.accepted, self.mid_calls, self.mid_accepted, self.top1, self.depth)
 
 
@@ -62,8 +66,7 @@ class StepContext:
     index: NgramIndex | None = None  # the committed text's n-gram index (the context signals)
     lookback: int | None = None  # the reselection depth window (DecodeConfig.lookback)
     rounds: RoundHistory | None = None  # the generation's rounds so far (the round signals)
-    min_step_p: float = 0.0  # the growth's skip rule (Growth.min_step_p): small steps below it are skipped
-    small_size: int | None = None  # what `small_step_size` returns, where known without a tree (replays)
+    small_size: int | Callable[[], int] | None = None  # what a small step would expand now (`small_step_size`)
     _signals: dict | None = field(default=None, repr=False)
 
     @classmethod
@@ -75,14 +78,20 @@ class StepContext:
                    _signals=dict(signals))
 
     def small_step_size(self) -> int:
-        """How many frontier nodes a small step k would expand (the top-W of N_k by path score), or
-        -1 where the growth skips it (k > 1 and the best of them below `min_step_p`): what replays
-        store as size_k of a mask whose bit k is 0."""
+        """How many frontier nodes a small step k would expand, -1 where the growth would skip it: what
+        replays store as size_k of a mask whose bit k is 0. The decoder hands a callable
+        (`TreeGraftDecoder.small_step_size`, the growth's own rule), computed once when first asked."""
+        if callable(self.small_size):
+            self.small_size = self.small_size()
         if self.small_size is None:
-            fr = top_by_score(self.tree, self.frontier, self.width)
-            skip = self.min_step_p and self.k > 1 and (not fr or math.exp(self.tree.score[fr[0]]) < self.min_step_p)
-            self.small_size = -1 if skip else len(fr)
+            raise ValueError("this StepContext was built without the small step's size")
         return self.small_size
+
+    def context_signals(self) -> dict[str, float]:
+        """root_match and recent_hit_rate alone (the tree signals not computed)."""
+        if self._signals is not None:
+            return {n: self._signals[n] for n in ("root_match", "recent_hit_rate")}
+        return context_signals(self.index, self.ngram_max)
 
     def round_signals(self) -> dict[str, float]:
         """The round signals (`signals.ROUND_SIGNALS`): all 0 without a round history."""

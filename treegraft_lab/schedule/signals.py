@@ -116,6 +116,13 @@ def glossary(names=SIGNALS) -> list[dict[str, str]]:
     return [{"in words": table[n][0], "recorded as": n, "what it measures": table[n][1]} for n in names]
 
 
+def context_signals(index: NgramIndex | None, ngram_max: int) -> dict[str, float]:
+    """root_match and recent_hit_rate of the committed text's n-gram index (0 without one)."""
+    if index is None:
+        return {"root_match": 0.0, "recent_hit_rate": 0.0}
+    return {"root_match": index.match_size() / ngram_max, "recent_hit_rate": index.recent_hit_rate()}
+
+
 def compute_signals(
     tree: DraftTree, frontier: list[int], expanded_last: list[int], width: int, ngram_max: int,
     index: NgramIndex | None = None, lookback: int | None = None,
@@ -139,8 +146,7 @@ def compute_signals(
         "past_depth_ratio": sum(tree.depth[v] not in dset for v in resel) / len(resel) if resel else 0.0,
         "reselect_overlap": sum(v in fset for v in resel) / len(resel) if resel else 0.0,
         "mean_path_score": sum(finite) / len(finite) if finite else 0.0,
-        "root_match": index.match_size() / ngram_max if index is not None else 0.0,
-        "recent_hit_rate": index.recent_hit_rate() if index is not None else 0.0,
+        **context_signals(index, ngram_max),
         "score_spread": (max(finite) - min(finite)) if finite else 0.0,
         "ngram_match": (sum(small) / len(small) / ngram_max) if small else 0.0,
     }

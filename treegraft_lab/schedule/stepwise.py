@@ -67,23 +67,20 @@ def signal_set(name: str) -> tuple[str, ...]:
     return tuple(f for n in names[: names.index(name) + 1] for f in SIGNAL_SETS[n])
 
 
-def step_features(ctx: StepContext) -> dict[str, float]:
-    """Every input of `STEP_FEATURES` for the decision before step `ctx.k`."""
-    D = ctx.depth
-    size = ctx.small_step_size()
-    sig, rounds = ctx.signals(), ctx.round_signals()
-    width = ctx.width or 10
-    return {
-        "step": ctx.k / D,
-        "mid_so_far": sum(ctx.history) / D,
-        "last_mid": float(ctx.history[-1]) if ctx.history else 0.0,
-        "small_size": max(size, 0) / width,
-        "small_skipped": float(size < 0),
-        "log_cost_ratio": math.log(ctx.t_mid_ms / ctx.t_tgt_ms),
-        "root_match": sig["root_match"],
-        "recent_hit_rate": sig["recent_hit_rate"],
-        **{n: rounds[n] for n in SIGNAL_SETS["+rounds"]},
-    }
+def step_features(ctx: StepContext, names=tuple(STEP_FEATURES)) -> dict[str, float]:
+    """The inputs `names` (default: all of `STEP_FEATURES`) for the decision before step `ctx.k`;
+    only the groups they need are computed (never the tree signals)."""
+    D, out = ctx.depth, {}
+    if {"small_size", "small_skipped"} & set(names):
+        size = ctx.small_step_size()
+        out.update(small_size=max(size, 0) / ctx.width, small_skipped=float(size < 0))
+    if {"root_match", "recent_hit_rate"} & set(names):
+        out.update(ctx.context_signals())
+    if set(SIGNAL_SETS["+rounds"]) & set(names):
+        out.update(ctx.round_signals())
+    out.update(step=ctx.k / D, mid_so_far=sum(ctx.history) / D, last_mid=float(ctx.history[-1]) if ctx.history else 0.0,
+               log_cost_ratio=math.log(ctx.t_mid_ms / ctx.t_tgt_ms))
+    return {n: out[n] for n in names}
 
 
 class StepwisePolicy:
@@ -115,8 +112,7 @@ class StepwisePolicy:
         return 1 / (1 + math.exp(-out)) if self.kind == "imitation" else out
 
     def decide(self, ctx: StepContext) -> bool:
-        feats = step_features(ctx)
-        self.last_inputs = {f: feats[f] for f in self.features}
+        self.last_inputs = step_features(ctx, self.features)
         self.last_score = self.score(list(self.last_inputs.values()))
         return self.last_score > (0.5 if self.kind == "imitation" else 0.0)
 

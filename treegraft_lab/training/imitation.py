@@ -26,10 +26,14 @@ from treegraft_lab.costs import DeviceProfile, scheduler_costs
 from treegraft_lab.regime import Replays, masks
 from treegraft_lab.replay import leaf_ms
 from treegraft_lab.schedule.context import RoundHistory, StepContext
-from treegraft_lab.schedule.stepwise import FORMAT, STEP_FEATURES, StepwisePolicy, step_features
+from treegraft_lab.schedule.stepwise import FORMAT, StepwisePolicy, step_features
 
-CONTEXT_COLUMNS = ("root_match", "recent_hit_rate", "target_top1")
 HINDSIGHT = "hindsight_mid_gain"  # not causal: the diagnostic's extra input (`walk(hindsight=True)`)
+HINDSIGHT_SET = "+hindsight"  # the diagnostic's signal set ends so: its walks are never a scheduler's
+
+
+def causal(signal_set: str) -> bool:
+    return not signal_set.endswith(HINDSIGHT_SET)
 
 
 class HindsightPolicy(StepwisePolicy):
@@ -38,7 +42,7 @@ class HindsightPolicy(StepwisePolicy):
     oracle says whether the learners lack capacity or information."""
 
     def decide(self, ctx: StepContext) -> bool:
-        feats = {**step_features(ctx), HINDSIGHT: ctx.hindsight}
+        feats = {**step_features(ctx, [f for f in self.features if f != HINDSIGHT]), HINDSIGHT: ctx.hindsight}
         self.last_score = self.score([feats[f] for f in self.features])
         return self.last_score > (0.5 if self.kind == "imitation" else 0.0)
 
@@ -155,9 +159,10 @@ def walk(p: Prompt, profile: DeviceProfile, config, decide, states: list | None 
         for k in range(1, D + 1):
             prefix = "".join(map(str, bits))
             size = int(r.rows[(j, prefix + "0" * (D - len(prefix)))][f"size{k}"])
-            ctx = StepContext.from_signals(k, D, bits, 0, t_tgt, t_mid, {"root_match": root_match,
-                                                                          "recent_hit_rate": hit_rate})
-            ctx.rounds, ctx.small_size, ctx.width = hist, size, config.width
+            ctx = StepContext(k=k, depth=D, history=list(bits), tree=None, frontier=[], expanded_last=[], prompt_len=0,
+                              t_tgt_ms=t_tgt, t_mid_ms=t_mid, width=config.width, ngram_max=config.ngram_max,
+                              rounds=hist, small_size=size,
+                              _signals={"root_match": root_match, "recent_hit_rate": hit_rate})
             feats = step_features(ctx)
             if hindsight:
                 mid = int(r.rows[(j, prefix + "1" + "0" * (D - len(prefix) - 1))]["accepted"])
@@ -345,10 +350,6 @@ def bootstrap_capture(table: pd.DataFrame, name: str, oracle_min: float = 1.15, 
     return float(lo), float(hi)
 
 
-def feature_words() -> list[dict[str, str]]:
-    return [{"input": k, "what it measures": v} for k, v in STEP_FEATURES.items()]
-
-
 # ---------------------------------------------------------------------------- the whole fit
 LEARNERS = ("imitation", "value")
 WALKS = "held-out-walks-{profile}.parquet"  # in the held-out replay folder
@@ -378,7 +379,7 @@ def learn(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, D
     sets = list(signal_sets or SIGNAL_SETS)
     todo = [(kind, sset, list(signal_set(sset))) for kind in learners for sset in sets]
     if hindsight:
-        todo.append(("imitation", f"{sets[-1]}+hindsight", [*signal_set(sets[-1]), HINDSIGHT]))
+        todo.append(("imitation", sets[-1] + HINDSIGHT_SET, [*signal_set(sets[-1]), HINDSIGHT]))
     runs, rows = [], []
     for kind, sset, feats in todo:
         r = cross_fit(held, extra, profiles, config, feats, kind, folds, seed, workers, dagger=dagger)
@@ -386,7 +387,7 @@ def learn(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, D
         table = speedup_table(priced, r, name)
         cap = capture_of(table, name)
         lo, hi = bootstrap_capture(table, name, seed=seed)
-        rows.append({"learner": kind, "signal_set": sset, "inputs": len(feats), "causal": HINDSIGHT not in feats,
+        rows.append({"learner": kind, "signal_set": sset, "inputs": len(feats), "causal": causal(sset),
                      **cap, "ci95": [lo, hi],
                      "prompts": int(r["qid"].nunique()), "walks": len(r)})
         runs.append(r.assign(learner=kind, signal_set=sset))
@@ -412,7 +413,7 @@ def held_out_capture(folder, base: DeviceProfile, config, n_boot: int = 1000) ->
     df, meta = load(folder)
     summary = json.loads((folder / SUMMARY).read_text()) if (folder / SUMMARY).is_file() else {}
     qids = set(walks["qid"])
-    reps = [r for r in split(df[df["qid"].isin(qids)], config.depth)]
+    reps = split(df[df["qid"].isin(qids)], config.depth)
     ratios = sorted(walks["ratio"].unique())
     priced = priced_endpoints([Prompt(r, {}) for r in reps], ratio_profiles(base, ratios))
     what = (f"{meta.get('split', 'validation')}: {len(qids)} held-out prompts of {meta.get('prompts')}, first "
@@ -424,8 +425,8 @@ def held_out_capture(folder, base: DeviceProfile, config, n_boot: int = 1000) ->
         table = speedup_table(priced, r, name)
         cap = capture_of(table, name)
         cap["ci95"] = list(bootstrap_capture(table, name, n=n_boot))
-        out[name] = {**cap, "split": what, "chosen": summary.get("chosen") == f"{kind}:{sset}",
-                     "causal": not sset.endswith("+hindsight")}
+        out[name] = {**cap, "split": what, "prompts": int(r["qid"].nunique()),
+                     "chosen": summary.get("chosen") == f"{kind}:{sset}", "causal": causal(sset)}
     return out
 
 
@@ -438,7 +439,7 @@ def capture_sentence(caps: dict[str, dict], goal: float = 0.5) -> str:
         return "No learned scheduler's held-out walks are stored (`treegraft-lab regime --learn`)."
     name, best = max(causal.items(), key=lambda kv: kv[1]["mean_capture"])
     lo, hi = best["ci95"]
-    out = (f"**On held-out prompts the best learned scheduler ({name}) takes {best['mean_capture']:.0%} of the oracle's "
+    out = (f"**On {best['prompts']} held-out prompts the best learned scheduler ({name}) takes {best['mean_capture']:.0%} of the oracle's "
            f"gain** (95% interval over prompts {lo:.0%} to {hi:.0%}) over the {best['priced']} cells where the oracle is "
            f">= 1.15x the better endpoint, and is below 0.98x the better endpoint in {best['below_098']} of them; "
            f"{'that reaches' if best['mean_capture'] >= goal else 'short of'} the {goal:.0%} aimed at.")
@@ -447,7 +448,9 @@ def capture_sentence(caps: dict[str, dict], goal: float = 0.5) -> str:
         out += (f" An imitation learner that also reads, in hindsight, what a mid call at each step would add to the round "
                 f"takes {ceiling[0]['mean_capture']:.0%}: what the oracle knows and no signal of the past recovers is "
                 f"whether the mid drafter's proposals will be accepted.")
-    others = [f"{n} {c['mean_capture']:.0%}" for n, c in caps.items() if "ci95" not in c and c.get("priced")]
+    others = {n: c for n, c in caps.items() if "ci95" not in c and c.get("priced")}
     if others:
-        out += f" On the eval map over mid drafters (4 prompts): {', '.join(others)}."
+        n = sorted({c.get("prompts", "?") for c in others.values()}, key=str)
+        out += (f" On the eval map over mid drafters ({' or '.join(map(str, n))} prompts, no interval): "
+                + ", ".join(f"{k} {c['mean_capture']:.0%}" for k, c in others.items()) + ".")
     return out

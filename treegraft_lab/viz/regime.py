@@ -284,7 +284,8 @@ def capture_figure(caps: dict[str, dict], title: str = "") -> PlotFigure:
             right.plot(c["ci95"], [yi, yi], color="black", lw=1.2)
         right.text(max(m, 0) + 0.02 if np.isfinite(m) else 0.02, yi + 0.22, f"{m:.0%}" if np.isfinite(m) else "n/a",
                    fontsize=8, va="center")
-    right.set_yticks(y, [f"{n}\n({caps[n]['split'].split(':')[0]}, {caps[n]['priced']} cells)" for n in names], fontsize=6)
+    right.set_yticks(y, [f"{n}\n({caps[n]['split'].split(':')[0]}: {caps[n].get('prompts', '?')} prompts, "
+                         f"{caps[n]['priced']} cells)" for n in names], fontsize=6)
     right.axvline(0.5, color="grey", lw=0.8, ls=":")
     right.axvline(0.0, color="black", lw=0.8)
     right.set_xlabel("mean capture of the oracle's gain\n(line: 95% interval over prompts)")
