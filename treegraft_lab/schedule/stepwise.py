@@ -111,10 +111,15 @@ class StepwisePolicy:
         out = float(torch.tanh(z @ self.w1 + self.b1) @ self.w2) + self.b2
         return 1 / (1 + math.exp(-out)) if self.kind == "imitation" else out
 
+    @property
+    def threshold(self) -> float:
+        """It calls the mid drafter above this output: a probability of 0.5, or a margin of 0."""
+        return 0.5 if self.kind == "imitation" else 0.0
+
     def decide(self, ctx: StepContext) -> bool:
         self.last_inputs = step_features(ctx, self.features)
         self.last_score = self.score(list(self.last_inputs.values()))
-        return self.last_score > (0.5 if self.kind == "imitation" else 0.0)
+        return self.last_score > self.threshold
 
     def save(self, folder: str | Path) -> Path:
         folder = Path(folder)

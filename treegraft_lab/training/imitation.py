@@ -44,7 +44,7 @@ class HindsightPolicy(StepwisePolicy):
     def decide(self, ctx: StepContext) -> bool:
         feats = {**step_features(ctx, [f for f in self.features if f != HINDSIGHT]), HINDSIGHT: ctx.hindsight}
         self.last_score = self.score([feats[f] for f in self.features])
-        return self.last_score > (0.5 if self.kind == "imitation" else 0.0)
+        return self.last_score > self.threshold
 
 
 # ---------------------------------------------------------------------------- the context signals
