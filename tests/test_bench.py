@@ -426,3 +426,20 @@ def test_value_pruning_keeps_fewer_nodes_after_a_long_context_where_the_profile_
     assert pr.prune(tree, 63, context=1536) == [0]  # a node costs a plain step: none pays
     assert pr.prune(tree, 63, context=900) == [0, 1, 2]  # half way a node costs 0.6 of a step: 0.9 and 0.72 pay
 
+
+
+def test_value_pruning_starts_a_run_from_what_each_drafters_edges_earned_in_earlier_runs():
+    from treegraft_lab.budget import ValuePruner
+
+    pr = ValuePruner(DeviceProfile("t", {1: 50.0, 2: 75.0, 64: 1625.0}))
+    tree = _chain_tree([0.75])
+    fresh = pr.chances(tree)[1]
+    assert fresh == pytest.approx(0.75)  # nothing seen yet: the drafter's own score
+    for _ in range(20):  # a run where the 3-gram edge is rejected every time
+        pr.observe(tree, [0, 1, 2], [0], 50.0)
+    pr.start()  # the next run: its own bins are empty, the source's rate is carried
+    assert pr.bins == {} and pr.carried[("n3", -1)] == [0.0, 20.0]
+    prior = pr.chances(tree)[1]
+    assert prior == pytest.approx((0 + 2 * 0.75) / (20 + 2))  # the 3-gram drafter's earned rate as the prior
+    other = ValuePruner(pr.profile, carried={})  # a pruner that saw no earlier run starts from the score again
+    assert other.chances(tree)[1] == pytest.approx(fresh)

@@ -183,3 +183,25 @@ def test_regime_capture_json_prints_every_schedulers_capture_from_stored_data_al
     assert all(c["split"].startswith("validation") and len(c["ci95"]) == 2 for c in learned.values())
     assert caps["adaptive-family"]["split"].startswith("eval")
     assert sum(c["chosen"] for c in learned.values()) == 1 and not any(c["chosen"] and not c["causal"] for c in learned.values())
+
+
+def test_schedule_learned_falls_back_to_all_small_and_says_so_off_the_settings_it_was_learned_for(learned, tmp_path, capsys):
+    from treegraft_lab.schedule.policies import MaskPolicy
+
+    pair, cfg, *_, policy = learned
+    policy.doc.update(depth=cfg.depth, profile="cheap-mid")
+    policy.save(tmp_path / "s")
+    learned_cfg = replace(cfg, schedule="learned", scheduler_path=str(tmp_path / "s"))
+    assert isinstance(TreeGraftDecoder(pair, learned_cfg, CHEAP_MID).policy, StepwisePolicy)  # its own settings
+    at_ratio = replace(CHEAP_MID, name="cheap-mid@0.3")  # a cost ratio of its profile is still its profile
+    assert isinstance(TreeGraftDecoder(pair, learned_cfg, at_ratio).policy, StepwisePolicy)
+    for other, profile in [(replace(learned_cfg, prune="value"), CHEAP_MID),
+                           (replace(learned_cfg, small="ngram+recycling"), CHEAP_MID),
+                           (learned_cfg, replace(CHEAP_MID, name="another-device"))]:
+        dec = TreeGraftDecoder(pair, other, profile)
+        assert isinstance(dec.policy, MaskPolicy) and not any(dec.policy.bits)
+        gen = dec.generate(PROMPTS[0], max_new_tokens=8)
+        assert all(r.mid_calls == 0 for r in gen.rounds)
+        assert gen.token_ids == autoregressive(pair, PROMPTS[0], max_new_tokens=8).token_ids
+    err = capsys.readouterr().err
+    assert "falls back to all-small" in err and "prune topk, this run has prune value" in err

@@ -254,13 +254,16 @@ def test_value_pruning_keeps_its_counts_of_recycled_candidates_across_runs_and_r
     ref = pair.target.generate(torch.tensor([PROMPTS[0]]), max_new_tokens=24, do_sample=False, min_new_tokens=24)[0, len(PROMPTS[0]):].tolist()
     assert dec.generate(PROMPTS[0], max_new_tokens=24).token_ids == ref  # lossless with the kept counts
     first = dec.pruner
-    assert first.carried and all(k[0] == "n0" for k in first.carried)  # recycled candidates were tried
+    bins_carried = {k for k in first.carried if k[1] >= 0}
+    assert bins_carried and all(k[0] == "n0" for k in bins_carried)  # recycled candidates were tried, per score bin
+    sources = {k[0] for k in first.carried if k[1] == -1}  # every source's pooled rate: the next run's prior
+    assert sources == {k[0] for k in [*first.bins, *bins_carried]}
     assert all(k[0] != "n0" for k in first.bins)
-    trials = sum(t for _, t in first.carried.values())
+    trials = sum(t for k, (_, t) in first.carried.items() if k[1] >= 0)
     carried, bins = first.carried, first.bins
     assert bins  # this run's n-gram bins
     dec.start(PROMPTS[1])
     assert dec.pruner is first and dec.pruner.carried is carried  # one pruner, one count across runs, like the matrix
     assert dec.pruner.bins == {} and dec.pruner.tokens == 0  # the n-gram bins and the rate start afresh each run
     dec.generate(PROMPTS[1], max_new_tokens=24)
-    assert sum(t for _, t in dec.pruner.carried.values()) > trials
+    assert sum(t for k, (_, t) in dec.pruner.carried.items() if k[1] >= 0) > trials

@@ -211,7 +211,7 @@ def decoder_runner(dec) -> Runner:
         s = gen.stats
         rounds = s["rounds"]
         return {"token_ids": gen.token_ids, "wall_s": s["wall_s"], "rounds": rounds,
-                "decisions": decisions_digest(gen.token_ids, keys),
+                "decisions": decisions_digest(gen.token_ids, keys), "tree_tokens": sum(len(k[3]) for k in keys),
                 "accepted": round(s["accepted_per_round"] * rounds), "mid_calls": round(s["mid_calls_per_round"] * rounds),
                 "draft_s": s["draft_s"], "verify_s": s["verify_s"], "forward_s": s["forward_s"],
                 "overhead_s": s["overhead_s"], "prefill_s": s["prefill_s"], "modelled_ms": s["modelled_ms"]}
@@ -457,8 +457,8 @@ def record_row(q: dict, ids: list[int], method: str, repeat: int, out: dict, ref
     return {"question_id": str(q["question_id"]), "category": q["category"], "prompt_tokens": len(ids),
             "method": method, "clock": clock, "measured_wall_s": out.get("measured_wall_s", out["wall_s"]), "repeat": repeat, "new_tokens": len(toks), "wall_s": out["wall_s"],
             "tokens_per_s": len(toks) / out["wall_s"] if out["wall_s"] > 0 else nan,
-            **{k: out.get(k, nan) for k in ("rounds", "accepted", "mid_calls", "draft_s", "verify_s", "forward_s",
-                                            "overhead_s", "prefill_s")},
+            **{k: out.get(k, nan) for k in ("rounds", "accepted", "mid_calls", "tree_tokens", "draft_s", "verify_s",
+                                            "forward_s", "overhead_s", "prefill_s")},
             "match": div is None, "diverge_at": -1 if div is None else div, "decisions": out.get("decisions", "")}
 
 
@@ -514,6 +514,7 @@ def _summary_row(rec: pd.DataFrame, pp: pd.DataFrame) -> dict:
             "tokens_per_s": rec.new_tokens.sum() / rec.wall_s.sum(), "speedup": pp.speedup.mean(),
             "speedup_min": pp.speedup.min(), "speedup_max": pp.speedup.max(),
             "accepted_per_round": a, "tokens_per_round": a + 1, "mid_calls_per_round": rec.mid_calls.sum(min_count=1) / rounds,
+            "tree_tokens_per_round": (rec.tree_tokens.sum(min_count=1) / rounds) if "tree_tokens" in rec else math.nan,
             "ms_per_round": 1000 * round_s / rounds, "draft_share": rec.draft_s.sum(min_count=1) / round_s,
             "verify_share": rec.verify_s.sum(min_count=1) / round_s, "overhead_share": rec.overhead_s.sum(min_count=1) / round_s,
             "match_rate": rec.match.mean()}
@@ -636,11 +637,12 @@ def detail_table(summary: pd.DataFrame, category: str = "overall") -> str:
              _fmt(r.tokens_per_s, ".1f"), _fmt(r.speedup, ".2f", "x"),
              f"{_fmt(r.spread_lo, '.2f')}–{_fmt(r.spread_hi, '.2f')}" if getattr(r, "repeats", 1) > 1 else "–",
              f"{_fmt(r.speedup_min, '.2f')}–{_fmt(r.speedup_max, '.2f')}", _fmt(r.accepted_per_round),
-             _fmt(r.tokens_per_round), _fmt(r.mid_calls_per_round), _fmt(r.ms_per_round, ".1f"),
+             _fmt(r.tokens_per_round), _fmt(r.mid_calls_per_round), _fmt(getattr(r, "tree_tokens_per_round", math.nan), ".1f"),
+             _fmt(r.ms_per_round, ".1f"),
              _fmt(100 * r.draft_share, ".0f", "%"), _fmt(100 * r.verify_share, ".0f", "%"),
              _fmt(100 * r.overhead_share, ".0f", "%"), _fmt(100 * r.match_rate, ".0f", "%")] for r in s.itertuples()]
     return _table(["Method", "tokens/s", "speedup", "min–max per repeat", "range over prompts", "A", "A+1",
-                   "mid calls/round", "ms/round", "draft", "verify", "overhead", "match ar"], rows)
+                   "mid calls/round", "tree tokens/round", "ms/round", "draft", "verify", "overhead", "match ar"], rows)
 
 
 def render_markdown(result: BenchResult) -> str:
@@ -693,6 +695,7 @@ def _clock_sections(result: BenchResult, clock: str, level: str = "##") -> list[
     return [f"{level} Main table (speedup over ar{tag})", "", main_table(s), "",
             f"{level} Ablation (speedup / A{tag})", "", ablation_table(s), "",
             f"{level} All methods, overall{tag}", "", detail_table(s), "",
+            "tree tokens/round: tokens each verification forward carries, the root included (1: a plain decoding step).",
             "draft / verify / overhead: shares of round time; overhead = time outside model forwards (inside both).",
             "match ar: share of generations identical to ar's greedy output.", ""]
 

@@ -104,8 +104,13 @@ class ValuePruner:
 
     Acceptance chances are calibrated online. An edge (a node given its parent) is binned by who
     scored it (the mid drafter, or the n-gram drafter by match size n) and by its own score p in
-    fifths; a bin's chance is (hits + PRIOR * p) / (trials + PRIOR), counted over this run's kept
-    edges whose parent the target accepted (a trial; a hit when the edge was accepted too). A
+    fifths; a bin's chance is (hits + PRIOR * base) / (trials + PRIOR), counted over this run's kept
+    edges whose parent the target accepted (a trial; a hit when the edge was accepted too). Its prior
+    `base` is the edge's source's rate over every run so far, (hits + PRIOR * p) / (trials + PRIOR)
+    summed over the source's bins and kept in `carried`: a run's first rounds start from what that
+    drafter's edges earned before, not from its own score (measured on train prompts: a drafter's
+    score alone overstated the accepted tokens of a round, most where little is accepted, and value
+    pruning then verified nodes that did not pay). A
     node's chance P(v) is the product over its path, so it never exceeds its parent's and every
     prefix of the nodes sorted by P is closed under ancestors. With the nodes sorted by P (ties:
     shallower first), the kept prefix k in 0..budget maximises
@@ -147,11 +152,18 @@ class ValuePruner:
         src = "mid" if tree.drafted_by[v] & MID else f"n{tree.ngram_n[v]}"
         return src, min(int(math.exp(tree.logp[v]) * 5), 4)
 
+    @staticmethod
+    def source_key(key: tuple[str, int]) -> tuple[str, int]:
+        """The carried key of a bin's source (all its score fifths pooled)."""
+        return key[0], -1
+
     def edge_chance(self, tree, v: int) -> float:
         p = math.exp(tree.logp[v])
         key = self.bin(tree, v)
+        src_hits, src_trials = self.carried.get(self.source_key(key), (0.0, 0.0))
+        base = (src_hits + self.PRIOR * p) / (src_trials + self.PRIOR)
         hits, trials = self._counts(key).get(key, (0.0, 0.0))
-        return (hits + self.PRIOR * p) / (trials + self.PRIOR)
+        return (hits + self.PRIOR * base) / (trials + self.PRIOR)
 
     def chances(self, tree) -> list[float]:
         """P(v) for every node (root 1, dead nodes 0); ids are topological."""
@@ -197,8 +209,9 @@ class ValuePruner:
         for v in kept[1:]:
             if tree.parent[v] in on_path:
                 key = self.bin(tree, v)
-                b = self._counts(key).setdefault(key, [0.0, 0.0])
-                b[0] += v in on_path
-                b[1] += 1
+                for counts, k in ((self._counts(key), key), (self.carried, self.source_key(key))):
+                    b = counts.setdefault(k, [0.0, 0.0])
+                    b[0] += v in on_path
+                    b[1] += 1
         self.tokens += len(path)  # accepted draft tokens plus the bonus token
         self.ms += round_ms

@@ -153,13 +153,46 @@ def learned_folder(pair_name: str) -> Path:
     return SCHEDULER_DIR / pair_name.replace("/", "_") / "stepwise-topk-lookup"
 
 
-def learned_policy(pair, config) -> StepwisePolicy:
+# The settings a learned scheduler learns on when its document does not name them (`regime.map_config`).
+MAP_SETTINGS = {"prune": "topk", "growth": "lookup", "small": "ngram"}
+
+
+def trained_for(doc: dict) -> dict:
+    """What a learned scheduler's walks were priced and grown on: its base profile (every cost ratio of
+    it: "a100-paper" covers "a100-paper@0.1") and its pruning, growth and small drafter."""
+    return {"profile": doc.get("profile"), **{k: doc.get(k, v) for k, v in MAP_SETTINGS.items()}}
+
+
+def untrained_reason(doc: dict, config, profile) -> str | None:
+    """None when `config` on `profile` is what the scheduler was learned for, else what differs (one clause)."""
+    from treegraft_lab.schedule.adaptive import profile_class
+
+    want = trained_for(doc)
+    have = {"profile": profile_class(profile).split("@")[0] if profile is not None else None,
+            "prune": config.prune, "growth": config.growth, "small": config.small}
+    diff = [k for k in want if want[k] is not None and have[k] is not None and have[k] != want[k]]
+    if not diff:
+        return None
+    return (f"learned for {', '.join(f'{k} {want[k]}' for k in diff)}, this run has "
+            f"{', '.join(f'{k} {have[k]}' for k in diff)}")
+
+
+def learned_policy(pair, config, profile=None):
     """`schedule="learned"`: the scheduler in `config.scheduler_path`, else the one learned for the pair. It
-    was learned at depth D (its "depth"); another depth is refused in one line."""
+    was learned at depth D (its "depth"); another depth is refused in one line. Deciding on a profile or
+    settings it was not learned for (`untrained_reason`: a measured CPU profile, value pruning, another
+    small drafter), it falls back to all-small and says so once: its margins are in another currency there."""
+    from treegraft_lab.notes import note
+    from treegraft_lab.schedule.policies import MaskPolicy
+
     folder = Path(config.scheduler_path) if config.scheduler_path else learned_folder(getattr(pair, "name", "") or "")
     policy = StepwisePolicy.load(folder, "learned")
     depth = policy.doc.get("depth")
     if depth is not None and depth != config.depth:
         raise TreeGraftError(f"the learned scheduler in {folder} decides over D = {depth} draft steps, the config has "
                              f"depth={config.depth}: decode with depth={depth} or learn one for it (treegraft-lab regime --learn)")
+    reason = untrained_reason(policy.doc, config, profile)
+    if reason is not None:
+        note(f"schedule='learned' falls back to all-small (no mid call): the scheduler in {folder.name} was {reason}")
+        return MaskPolicy((0,) * config.depth, "learned (fallback: small)")
     return policy
