@@ -40,6 +40,20 @@ def test_packed_tree_forward_matches_the_stock_forward(arch, n):
     torch.testing.assert_close(out[1], out[0], atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("n", [1, 7, 40])
+def test_packed_bf16_tree_forward_matches_the_stock_bf16_forward_to_bf16_rounding(n):
+    stock = tiny_model("llama", vocab=64, layers=2, hidden=32).to(torch.bfloat16)
+    packed = copy.deepcopy(stock)
+    assert cpu_path.supported(packed) is None and cpu_path.install(packed)
+    ids = [(7 * i) % 64 for i in range(30 + n)]
+    out = []
+    for m in (stock, packed):
+        cache = kv.new_cache(m)
+        kv.prefill(m, cache, ids[:30])
+        out.append(kv.masked_forward(m, cache, ids[30:], torch.arange(30, 30 + n), tree_mask(n, 30)).float())
+    torch.testing.assert_close(out[1], out[0], atol=0.05, rtol=0.02)
+
+
 def test_hf_generate_and_prompt_lookup_give_the_same_tokens_on_both_paths():
     stock = tiny_model("llama", vocab=64, layers=2, hidden=32, scale=4.0)
     packed = copy.deepcopy(stock)
@@ -85,8 +99,8 @@ def test_growing_cache_matches_dynamic_cache_through_growth_crop_and_keep():
 
 
 def test_the_packed_path_is_refused_where_it_does_not_apply():
-    model = tiny_model("llama", vocab=64, layers=2, hidden=32).to(torch.bfloat16)
-    assert "float32 only" in cpu_path.supported(model)
+    model = tiny_model("llama", vocab=64, layers=2, hidden=32).to(torch.float16)
+    assert "float32 and bfloat16 only" in cpu_path.supported(model)
     assert not cpu_path.install(model) and not cpu_path.installed(model)
 
 

@@ -14,9 +14,14 @@ for leaner ones that compute the same function:
 - norms: torch's fused `F.rms_norm`.
 
 The original parameters stay in place (state dict, tied embedding, CUDA moves), so `install`
-costs one extra copy of the weights in memory. Float32 only: the packed products compute the
-same sums in another order, so results differ from the stock path by float32 rounding (~1e-5),
-as any other GEMM kernel would; both the tree decoder and plain decoding run on the same path.
+costs one extra copy of the weights in memory. Float32 and bfloat16 (oneDNN's bf16 products: AMX
+or avx512_bf16 where the CPU has them; attention then runs `scaled_dot_product_attention`): the
+packed products compute the same sums in another order, so results differ from the stock path by
+rounding (~1e-5 in float32), as any other GEMM kernel would; both the tree decoder and plain
+decoding run on the same path. On the AVX-512 CPU measured, a packed product gave each row the same
+result whatever the number of rows, but in bfloat16 a tree forward still drifts from one-token decoding elsewhere
+(attention, rounding of activations), enough to change a greedy token now and then:
+docs/performance.md, "The forward cost curve per dtype and path".
 `GrowingCache` is a `DynamicCache` whose layers write into preallocated buffers that double when
 full, instead of concatenating the whole cache on every forward.
 """
@@ -32,6 +37,7 @@ import torch.nn.functional as F
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+DTYPES = (torch.float32, torch.bfloat16)  # what oneDNN's packed linear runs here
 PACK_ROWS = 16  # the batch size oneDNN's weight layout is chosen for (measured best 1..64 rows)
 _INSTALLED = "_treegraft_cpu_path"
 
@@ -40,8 +46,8 @@ def supported(model) -> str | None:
     """None when `install` applies to `model`, else the reason it does not."""
     if model.device.type != "cpu":
         return f"on {model.device.type}, not the CPU"
-    if model.dtype != torch.float32:
-        return f"dtype {model.dtype} (the packed path is float32 only)"
+    if model.dtype not in DTYPES:
+        return f"dtype {model.dtype} (the packed path runs float32 and bfloat16 only)"
     if not hasattr(torch.ops.mkldnn, "_linear_pointwise") or not torch.backends.mkldnn.is_available():
         return "this torch build has no oneDNN linear"
     layers = getattr(getattr(model, "model", None), "layers", None)

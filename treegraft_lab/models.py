@@ -582,7 +582,7 @@ def load_pair(
     share it (`check_same_tokenizer`). With `require_mid=False`, a mid that cannot be found
     (missing folder or drafter, unreachable hub) is skipped with a warning and `pair.mid` is
     None; a mid that is found but does not fit the target is still an error.
-    With `cpu_path` (default) a float32 pair on the CPU runs the packed forward path of
+    With `cpu_path` (default) a float32 or bfloat16 pair on the CPU runs the packed forward path of
     `treegraft_lab.cpu_path` (both models; they stay standard transformers models).
     On CUDA the placement follows `plan_placement` (`mid_device`: the mid's GPU, default the
     target's first; `headroom_gib` per GPU; `allow_offload`: let a target that does not fit spill to
