@@ -45,9 +45,9 @@ def path_of(tree: DraftTree, tokens: list[int]) -> list[int]:
     return out
 
 
-def started(**cfg) -> TreeGraftDecoder:
+def started(context: list[int] = CONTEXT, **cfg) -> TreeGraftDecoder:
     dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), preset("full", **{"schedule": "small", "clock": "a100-paper", **cfg}))
-    dec.start(CONTEXT)
+    dec.start(context)
     return dec
 
 
@@ -104,7 +104,9 @@ def test_a_round_that_starts_with_a_mid_step_grafts_it_at_its_first_small_step()
 
 
 def test_a_mid_step_never_lowers_the_lookup_chains_scores_and_rescores_the_rest():
-    dec = started(schedule="10101", lookup=10, lookback=None)  # the mid step scores every unscored node
+    # the mid step scores every unscored node; prompt lookup's chain alone (the longest match's would
+    # label every other node "lookup" in this short text)
+    dec = started(schedule="10101", lookup=10, lookback=None, lookup_longest=False)
     tree = DraftTree.start(dec.root)
     step = dec.draft_step(tree, 1, False, [0], [])
     chain = path_of(tree, PLD_DRAFT)
@@ -248,3 +250,20 @@ def test_check_lossless_takes_the_pruning_and_clock_options_of_bench(monkeypatch
         cli.main(["check-lossless", "--prompts", "treegraft-suite", "--schedules", "adaptive", "--prune", "value",
                   "--model-on", "a100-paper", "--prune-modelled", "topk", "--dtype", "float32"])  # schedulers exist
     assert made == [("wall", "value", "lookup"), ("a100-paper", "topk", "lookup")]
+
+
+def test_the_longest_match_finds_where_in_a_document_the_text_is_and_its_chain_joins_the_tree():
+    text = CONTEXT[:-4] + [21, 1, 2]  # "1 2" first continues with 3 4 5 ..., "21 1 2" with 3 40 41 21
+    idx = NgramIndex()
+    idx.extend(text)
+    assert idx.lookup_match() == (2, 3)  # prompt lookup: the earliest "1 2"
+    assert idx.longest_match() == (3, 18)  # "21 1 2" at positions 15..17, then 3 40 41
+    assert NgramIndex().longest_match() is None
+    longest = [3, 40, 41, 21, 1]
+    for on in (True, False):
+        dec = started(text, lookup=10, lookup_longest=on)
+        tree = DraftTree.start(dec.root)
+        dec.draft_step(tree, 1, False, [0], [])
+        assert all("lookup" in tree.source[v] for v in path_of(tree, PLD_DRAFT))  # prompt lookup's chain either way
+        after_3 = path_of(tree, longest)[1:]  # the n-gram drafter may hold it too; only the lookup grafts it whole
+        assert all("lookup" in tree.source[v] for v in after_3) is on

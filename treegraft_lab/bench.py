@@ -716,11 +716,13 @@ def save(result: BenchResult, folder) -> None:
 
 # ---------------------------------------------------------------------------------- schedules side by side, modelled
 def modelled_side_by_side(pair, ids: list[int], config, profile: DeviceProfile, max_new_tokens: int,
-                          schedules: tuple[str, ...] = ("small", "mid", "learned"), record: str | None = None):
+                          schedules: tuple[str, ...] = ("small", "mid", "learned"), record: str | None = None,
+                          tick=None):
     """`ids` decoded once per schedule with `config` on `profile` (modelled: the decisions and the
     times are that profile's): one row each (schedule, modelled speedup over plain decoding priced on
     the same profile, accepted draft tokens per round (bonus excluded), mid calls per round, lossless
-    against plain greedy decoding), and the recorded run of `record` (None: no recording)."""
+    against plain greedy decoding), and the recorded run of `record` (None: no recording). `tick`: called
+    after each decode (a progress bar's update)."""
     from dataclasses import replace
 
     from treegraft_lab.baselines import autoregressive
@@ -741,4 +743,6 @@ def modelled_side_by_side(pair, ids: list[int], config, profile: DeviceProfile, 
                      "accepted_per_round": gen.stats["accepted_per_round"],
                      "mid_calls_per_round": sum(r.mid_calls for r in gen.rounds) / len(gen.rounds),
                      "lossless": gen.token_ids == plain[: len(gen.token_ids)], "policy": dec.policy})
+        if tick is not None:
+            tick()
     return rows, run

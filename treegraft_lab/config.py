@@ -101,6 +101,7 @@ class DecodeConfig:
     ngram_chain: bool = True            # an n-gram continuation comes with the tokens that followed it
     chain_len: int | None = None        # tokens per chain (None: max(1, ngram_max - (step - 1)))
     lookup: int = 16                    # prompt lookup's draft (tokens) under the root at the first small step (0: off)
+    lookup_longest: bool = True         # with it, the chain after the longest earlier match too (suffix decoding's match)
     chain_frontier: bool = True         # that draft's deepest node joins the next frontier
     min_step_p: float = 0.1             # skip a small step whose best node's path probability is below this (0: never)
     lookback: int | None = 5            # WHERE: depths above the frontier a mid step may reselect (None: every unscored node)
@@ -148,6 +149,7 @@ class DecodeConfig:
         need(isinstance(self.lookup, int) and not isinstance(self.lookup, bool) and self.lookup >= 0,
              f"lookup must be an integer >= 0 (tokens of prompt lookup's draft grafted under the root at the "
              f"first small step; 0: off), got {self.lookup!r}")
+        need(isinstance(self.lookup_longest, bool), f"lookup_longest must be True or False, got {self.lookup_longest!r}")
         need(isinstance(self.chain_frontier, bool), f"chain_frontier must be True or False, got {self.chain_frontier!r}")
         need(isinstance(self.min_step_p, (int, float)) and 0 <= self.min_step_p < 1,
              f"min_step_p must be a probability in [0, 1) (a small step after the first is skipped when its best "

@@ -467,10 +467,11 @@ class TreeGraftDecoder:
 
     def _lookup_chain(self, tree: DraftTree, k: int) -> list[int]:
         """Growth "lookup": graft prompt lookup's draft under the root unless the tree already holds
-        it (so at the round's first small step); returns the chains' deepest nodes."""
+        it (so at the round's first small step), with `lookup_longest` also the chain after the longest
+        earlier match (`NgramIndex.longest_match`); returns the chains' deepest nodes."""
         n = len(self.index.tokens)  # the draft depends only on the committed text: once a round
         if self._lookup_at[0] != n:
-            self._lookup_at = (n, lookup_draft(self.index, self.config.lookup))
+            self._lookup_at = (n, lookup_draft(self.index, self.config.lookup, longest=self.config.lookup_longest))
         props = self._lookup_at[1]
         todo = [p for p in props if not _holds(tree, [p[1], *(t[0] for t in p[4])])]
         if not todo:

@@ -136,6 +136,26 @@ class NgramIndex:
                 return n, pos
         return None
 
+    def longest_match(self, longest: int = 64) -> tuple[int, int] | None:
+        """Suffix decoding's match: (n, position of the token after it) for the longest suffix of the
+        committed text (up to `longest` tokens) that occurred before, at its latest occurrence; None
+        when the last token never occurred before. One vectorised pass back from the end."""
+        seq = torch.as_tensor(self.tokens)
+        end = len(seq) - 1
+        if end < 1:
+            return None
+        cand = torch.nonzero(seq[:end] == seq[end]).flatten()  # positions whose token is the last one
+        if not len(cand):
+            return None
+        n = 1
+        while n < longest:
+            longer = cand[cand >= n]
+            longer = longer[seq[longer - n] == seq[end - n]]
+            if not len(longer):
+                break
+            cand, n = longer, n + 1
+        return n, int(cand[-1]) + 1
+
     def most_frequent(self) -> int:
         """The committed text's most frequent token (ties: the latest, then the smallest id)."""
         return min(self.count, key=lambda t: (-self.count[t], -self.where[t], t))
@@ -220,16 +240,22 @@ class NgramDrafter:
         return lookup_draft(self.index, length, latest)
 
 
-def lookup_draft(idx: NgramIndex, length: int, latest: bool = False) -> list[Proposal]:
+def lookup_draft(idx: NgramIndex, length: int, latest: bool = False, longest: bool = False) -> list[Proposal]:
     """Prompt lookup's draft of up to `length` tokens as one chain under the root (node 0), from the
-    committed text's index: the earliest occurrence (HF's rule) and, with `latest`, also the latest
-    one. Every token is scored by `NgramIndex.edge` given the path before it, like any chain."""
+    committed text's index: the earliest occurrence (HF's rule), with `latest` also the latest one,
+    with `longest` also the one after the longest earlier match (suffix decoding's; on a long document
+    a short match's earliest occurrence is often another place in it). Positions drafted twice are
+    drafted once. Every token is scored by `NgramIndex.edge` given the path before it, like any chain."""
     suffix = idx.tokens[-idx.nmax :]
     out: list[Proposal] = []
-    for pick in (False, True) if latest else (False,):
-        m = idx.lookup_match(pick)
-        if m is None:
+    matches = [idx.lookup_match(pick) for pick in ((False, True) if latest else (False,))]
+    if longest:
+        matches.append(idx.longest_match())
+    seen = set()
+    for m in matches:
+        if m is None or m[1] in seen or m[1] >= len(idx.tokens):
             continue
+        seen.add(m[1])
         tok = idx.tokens[m[1]]
         e = idx.edge(suffix, tok)
         if e is not None:

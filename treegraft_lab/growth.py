@@ -32,6 +32,7 @@ class Growth:
     chain_len: int | None = None       # tokens per chain (None: max(1, ngram_max - (k - 1)))
     lookback: int | None = 5           # WHERE's depth window above the frontier (None: every unscored node)
     lookup: int = 0                    # prompt lookup's draft (tokens) under the root at the first small step
+    lookup_longest: bool = False       # with it, the chain after the longest earlier match too
     chain_frontier: bool = False       # that draft's deepest node joins the next frontier
     min_step_p: float = 0.0            # skip a small step whose best node's path probability is below this
     fuse_prompt: bool = True           # release: False (the prompt has a forward of its own)

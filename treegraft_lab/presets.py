@@ -19,18 +19,18 @@ LOOKUP_TOKENS = 16  # prompt lookup's draft grafted under the root at a round's 
 # The tree-growth rules, each every growth field (`config.GROWTH_FIELDS`). "full": per-parent top-k
 # children, n-gram chains and the reselection depth window at every one of the D steps; "release":
 # the authors' release (`RELEASE_RULES`, each a DecodeConfig field); "lookup": the full rule plus
-# prompt lookup's draft (LOOKUP_TOKENS) under the root at the first small step, its tail joining the
-# frontier, and small steps skipped where they cannot pay; "compact": the global top-W children per
+# prompt lookup's draft (LOOKUP_TOKENS) under the root at the first small step, with the chain after the
+# longest earlier match beside it (suffix decoding's match), its tail joining the frontier, and small steps skipped where they cannot pay; "compact": the global top-W children per
 # step, no chains, every unscored node reselectable.
 FULL_GROWTH = {"expansion": "per_parent", "ngram_chain": True, "chain_len": None, "lookback": 5, "lookup": 0,
-               "chain_frontier": False, "min_step_p": 0.0, "fuse_prompt": True, "stop_on_relax_zero": False,
+               "lookup_longest": False, "chain_frontier": False, "min_step_p": 0.0, "fuse_prompt": True, "stop_on_relax_zero": False,
                "first_step_fallback": False, "matcher": "index", "frontier_order": "score", "mid_scores_all": False}
 RELEASE_RULES = {"fuse_prompt": False, "stop_on_relax_zero": True, "first_step_fallback": True,
                  "matcher": "release", "frontier_order": "match", "mid_scores_all": True}
 GROWTHS = {
     "full": FULL_GROWTH,
     "release": {**FULL_GROWTH, **RELEASE_RULES},
-    "lookup": {**FULL_GROWTH, "lookup": LOOKUP_TOKENS, "chain_frontier": True, "min_step_p": 0.1},
+    "lookup": {**FULL_GROWTH, "lookup": LOOKUP_TOKENS, "lookup_longest": True, "chain_frontier": True, "min_step_p": 0.1},
     "compact": {**FULL_GROWTH, "expansion": "global", "ngram_chain": False, "lookback": None},
 }
 
@@ -50,3 +50,13 @@ COLLECT_BASE = {**GROWTHS["full"], "small": "ngram", "schedule": "small"}  # the
 # The schedules the regime map prices from its stored replays: `treegraft-lab regime --schedules`' default,
 # and the map docs/results.md shows (`report.regime_rows`).
 REGIME_SCHEDULES = "all-small,all-mid,10101,best-fixed,oracle"
+
+# Where WHEN pays, named once: the demo's WHEN table, notebook 05's WHEN section and the README's WHEN table
+# read it. The offline pair on the paper's A100 step costs with its mid drafter at a tenth of a verification's
+# cost, decoded with the regime map's settings (top-k pruning at 63, the lookup growth, the n-gram drafter,
+# D 5, W 10; `regime.map_config`). Why this point: on the regime map (docs/results.md) a mid call is cheap
+# enough there that the oracle beats the better fixed endpoint by about 1.36x, and the schedulers learned for
+# these settings call the mid drafter; on this CPU's wall clock a mid call costs about a third of a
+# verification and all-small wins, which the wall-clock tables say as measured.
+SHOWCASE_PROFILE = "a100-paper@0.1"
+SHOWCASE_SCHEDULES = ("small", "mid", "adaptive", "learned", "oracle")  # both endpoints, both schedulers, the bound

@@ -30,7 +30,8 @@ README_INT8_END = "<!-- end of int8 results -->"
 LABELS = {"ar": "plain decoding (`ar`)", "hf-pld": "HF prompt lookup (`hf-pld`)",
           "recycling": "Token Recycling (`recycling`)", "suffix": "suffix decoding (`suffix`)",
           "small": "TreeGraft all-small", "mid": "TreeGraft all-mid", "10101": "TreeGraft fixed 10101",
-          "adaptive": "TreeGraft adaptive (learned scheduler)", "oracle": "oracle (best schedule a round, in hindsight)",
+          "adaptive": "TreeGraft adaptive (the paper's scheduler, g_psi)", "learned": "TreeGraft learned (per-step scheduler)",
+          "oracle": "oracle (best schedule a round, in hindsight)",
           "rule:match": "TreeGraft `rule:match`", "rule:score": "TreeGraft `rule:score`"}
 
 

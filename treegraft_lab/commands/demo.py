@@ -18,7 +18,7 @@ import argparse
 import time
 
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.presets import DEFAULT_PAIR
+from treegraft_lab.presets import DEFAULT_PAIR, SHOWCASE_PROFILE
 
 PROMPTS = {  # kind -> one user message
     "copies": ("Add type hints and a docstring to this function; keep its body exactly as it is.\n\n"
@@ -33,7 +33,6 @@ PROMPTS = {  # kind -> one user message
 }
 WARMUP_PROMPT = "List three facts about the moon."
 REPEATS = 3  # timed generations per prompt and method, interleaved; their spread is printed
-WHEN_PAYS = "a100-paper@0.1"  # a profile where a mid call costs a tenth of a verification: WHEN pays there
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", default=None, help="one user message instead of the three built-in prompts")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate")
     parser.add_argument("--when", action="store_true",
-                        help=f"instead: where WHEN pays, modelled on {WHEN_PAYS} (a100-paper with a mid drafter at a tenth "
-                             "of a verification's cost): all-small, all-mid and the learned scheduler (schedule=\"learned\")")
+                        help=f"only the WHEN table: where WHEN pays, modelled on {SHOWCASE_PROFILE} (a100-paper with a mid "
+                             "drafter at a tenth of a verification's cost): all-small, all-mid, adaptive, learned, oracle")
 
 
 def _dtype(name: str) -> str:
@@ -122,34 +121,71 @@ def method_table(result, clock: str, kinds: list[str]) -> list[str]:
     return rows
 
 
-def when_pays(args: argparse.Namespace) -> int:
-    """`--when`: each prompt decoded by all-small, all-mid and the learned scheduler on the modelled clock
-    `WHEN_PAYS` (the map's settings: top-k at 63, the lookup growth, the n-gram drafter): modelled speedup
-    over plain decoding on that profile, mid calls per round, lossless."""
+SHOWN = {"small": "all-small", "mid": "all-mid", "adaptive": "adaptive", "learned": "learned", "oracle": "oracle"}
+
+
+def showcase(pair, prompts: dict[str, str], n: int) -> dict:
+    """The WHEN table on the showcase setting (`presets.SHOWCASE_PROFILE`, the regime map's settings):
+    each prompt decoded by every schedule of `SHOWCASE_SCHEDULES`, modelled on that profile (a progress
+    bar while it decodes); prints one row a prompt (modelled speedup over plain decoding, mid calls a
+    round beside each scheduler) and a sentence computed from them; returns {prompt: rows}."""
+    from tqdm.auto import tqdm
+
     from treegraft_lab import costs, regime
     from treegraft_lab.bench import modelled_side_by_side
-    from treegraft_lab.models import load_pair
+    from treegraft_lab.presets import SHOWCASE_PROFILE, SHOWCASE_SCHEDULES
     from treegraft_lab.prompting import encode_prompt
     from treegraft_lab.schedule.stepwise import learned_folder
 
-    folder = learned_folder(args.pair)
-    if not (folder / "stepwise.json").is_file():
-        raise TreeGraftError(f"no learned scheduler for {args.pair} ({folder}): learn one with `treegraft-lab regime --learn`")
-    prof = costs.load(WHEN_PAYS)
-    pair = load_pair(args.pair, dtype="float32")
-    cfg = regime.map_config("lookup", WHEN_PAYS)
-    prompts = {"your prompt": args.prompt} if args.prompt else PROMPTS
-    n = args.max_new_tokens
-    print(f"Where WHEN pays, modelled on {WHEN_PAYS}: a100-paper (the paper's A100 step costs, not measured) with the mid "
-          f"drafter at T_mid / T_tgt = 0.1; {pair.name}, {n} new tokens a prompt, greedy, top-k 63, lookup growth, n-gram "
-          f"small drafter; the learned scheduler: {_shown(folder)}")
-    print(f"  {'prompt':<12}{'all-small':>11}{'all-mid':>10}{'learned':>10}{'mid calls/round':>17}  lossless")
-    for kind, text in prompts.items():
-        rows, _ = modelled_side_by_side(pair, encode_prompt(pair.tokenizer, text), cfg, prof, n)
-        print(f"  {kind:<12}" + "".join(f"{r['speedup']:>9.2f}x" for r in rows)
-              + f"{rows[-1]['mid_calls_per_round']:>17.2f}  {'yes' if all(r['lossless'] for r in rows) else 'NO'}")
-    print("(speedup: plain decoding's modelled time over the method's, both priced on the profile; step through the "
-          "learned scheduler's rounds in notebooks/05_scheduler_boundary.ipynb)")
+    schedules = SHOWCASE_SCHEDULES
+    if not (learned_folder(pair.name) / "stepwise.json").is_file():  # a pair with no learned scheduler: the others
+        schedules = tuple(s for s in schedules if s != "learned")
+    prof = costs.load(SHOWCASE_PROFILE)
+    cfg = regime.map_config("lookup", SHOWCASE_PROFILE)
+    print(f"Where WHEN pays, modelled on {SHOWCASE_PROFILE} (the paper's A100 step costs with the mid drafter at a tenth "
+          f"of a verification's cost; not measured): {pair.name}, {n} new tokens a prompt, greedy, top-k 63, lookup "
+          "growth, n-gram small drafter:")
+    out: dict[str, list[dict]] = {}
+    with tqdm(total=len(prompts) * len(schedules), desc="WHEN table", leave=False) as bar:
+        for kind, text in prompts.items():
+            out[kind], _ = modelled_side_by_side(pair, encode_prompt(pair.tokenizer, text), cfg, prof, n, schedules,
+                                                 tick=bar.update)
+    head = "".join(f"{SHOWN[s] + ('' if s in ('small', 'mid') else ' (calls)'):>20}" for s in schedules)
+    print(f"  {'prompt':<12}{head}  lossless")
+    for kind, rows in out.items():
+        cells = "".join(f"{r['speedup']:.2f}x".rjust(20) if r["schedule"] in ("small", "mid")
+                        else f"{r['speedup']:.2f}x ({r['mid_calls_per_round']:.2f})".rjust(20) for r in rows)
+        print(f"  {kind:<12}{cells}  {'yes' if all(r['lossless'] for r in rows) else 'NO'}")
+    print("  " + showcase_sentence(out))
+    print("(speedup: plain decoding's modelled time over the method's, both priced on the profile; calls: mid calls a "
+          "round; adaptive: the paper's scheduler g_psi trained for these settings; learned: the per-step scheduler; "
+          "oracle: the best schedule a round, in hindsight; step through the learned scheduler's rounds in "
+          "notebooks/05_scheduler_boundary.ipynb)")
+    return out
+
+
+def showcase_sentence(out: dict[str, list[dict]]) -> str:
+    """How often each scheduler made mid calls and beat both endpoints, from the rows."""
+    words = []
+    for who in ("adaptive", "learned"):
+        wins, calls = 0, 0.0
+        for rows in out.values():
+            by = {r["schedule"]: r for r in rows}
+            if who not in by:
+                break
+            wins += by[who]["speedup"] > max(by["small"]["speedup"], by["mid"]["speedup"])
+            calls += by[who]["mid_calls_per_round"] / len(out)
+        else:
+            words.append(f"{who} made {calls:.2f} mid calls a round and beat both endpoints on {wins} of {len(out)} prompts")
+    return "; ".join(words).capitalize() + "."
+
+
+def when_pays(args: argparse.Namespace) -> int:
+    """`--when`: the WHEN table alone (`showcase`)."""
+    from treegraft_lab.models import load_pair
+
+    showcase(load_pair(args.pair, dtype="float32"), {"your prompt": args.prompt} if args.prompt else PROMPTS,
+             args.max_new_tokens)
     return 0
 
 
@@ -186,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     growth = {**GROWTHS[DEFAULT_GROWTH], "small": DEFAULT_SMALL}
     result = bench.run_bench(pair, [{"question_id": k, "category": k, "turns": [t]} for k, t in prompts.items()], methods,
                              args.max_new_tokens, budget=rec["budget"], prune=rec["prune"], warmup_tokens=32,
-                             progress=False, model_on=["a100-paper"], prune_modelled="topk", growth=growth,
+                             progress=True, model_on=["a100-paper"], prune_modelled="topk", growth=growth,
                              warmup_prompt=WARMUP_PROMPT, repeats=REPEATS, model_repeats=1)
     kinds = list(prompts)
     n = args.max_new_tokens
@@ -206,16 +242,16 @@ def run(args: argparse.Namespace) -> int:
           "interleaved (once modelled: its times do not vary); min–max: the same speedup within each repeat, lowest and "
           "highest; same decisions: the same tokens and the same kept tree every round, timed together as one number; "
           f"lossless: output identical to plain decoding; {time.perf_counter() - t0:.0f} s in all)")
+    if pair.mid is not None:
+        print()
+        showcase(pair if str(pair.dtype) == "torch.float32" else _float32(args.pair), prompts, n)
     print("\nNext: `make lab` opens the workbench (JupyterLab on notebooks/, on this machine only, with a token); "
           "start with 01_step_through.ipynb, which steps through a decoding round by round.")
     return 0
 
 
-def _shown(path) -> str:
-    """A path inside the repository as a relative one."""
-    from treegraft_lab.paths import REPO_DIR
+def _float32(name: str):
+    """The pair in float32 (the showcase's schedulers decide for float32 trees)."""
+    from treegraft_lab.models import load_pair
 
-    try:
-        return str(path.relative_to(REPO_DIR))
-    except ValueError:
-        return str(path)
+    return load_pair(name, dtype="float32")

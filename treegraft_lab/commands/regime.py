@@ -401,7 +401,9 @@ masks that continue small and mid from there. Imitation learns which is lower (w
 route regresses the margin Q0 - Q1 in verifications and calls the mid drafter where it is positive. This one is kind
 `{final.kind}`. {final.doc.get('dagger', 0)} DAgger rounds add the states the learner reaches itself. Trained on
 every prompt of the pocket drafter's held-out replays ({len(held)} validation prompts) and its eval replays
-({len(extra)} prompts), the map's settings: top-k at 63, the lookup growth, D 5, W 10, the n-gram small drafter.
+({len(extra)} prompts), the map's settings: top-k at 63, the lookup growth, D 5, W 10, the n-gram small drafter. Decoding off
+those settings or off {base.name}'s costs (a measured CPU profile, value pruning, another small drafter), `schedule="learned"`
+falls back to all-small and says so in one line (`stepwise.untrained_reason`).
 
 Which learner and signal set: the grouped cross-fit below, on the held-out prompts (6 folds; each prompt walked
 by a learner that never read it; the eval replays always in training); the best that reads only the past was
