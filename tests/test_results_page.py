@@ -56,7 +56,7 @@ def readme_prose() -> str:
     text = (REPO_DIR / "README.md").read_text()
     from treegraft_lab import report
 
-    for begin, end in ((report.README_BEGIN, report.README_END), (report.README_INT8_BEGIN, report.README_INT8_END)):
+    for begin, end in ((report.README_BEGIN, report.README_END), (report.README_WHEN_BEGIN, report.README_WHEN_END)):
         text = re.sub(re.escape(begin) + ".*?" + re.escape(end), "", text, flags=re.S)
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     text = re.sub(r"`[^`]*`", "", text)

@@ -51,8 +51,7 @@ COLLECT_BASE = {**GROWTHS["full"], "small": "ngram", "schedule": "small"}  # the
 # and the map docs/results.md shows (`report.regime_rows`).
 REGIME_SCHEDULES = "all-small,all-mid,10101,best-fixed,oracle"
 
-# Where WHEN pays, named once: the demo's WHEN table, notebook 05's WHEN section and the README's WHEN table
-# read it. The offline pair on the paper's A100 step costs with its mid drafter at a tenth of a verification's
+# Where WHEN pays, named once: the demo's WHEN table, notebooks 05 and 06 and the README's WHEN table read it. The offline pair on the paper's A100 step costs with its mid drafter at a tenth of a verification's
 # cost, decoded with the regime map's settings (top-k pruning at 63, the lookup growth, the n-gram drafter,
 # D 5, W 10; `regime.map_config`). Why this point: on the regime map (docs/results.md) a mid call is cheap
 # enough there that the oracle beats the better fixed endpoint by about 1.36x, and the schedulers learned for
@@ -60,3 +59,7 @@ REGIME_SCHEDULES = "all-small,all-mid,10101,best-fixed,oracle"
 # verification and all-small wins, which the wall-clock tables say as measured.
 SHOWCASE_PROFILE = "a100-paper@0.1"
 SHOWCASE_SCHEDULES = ("small", "mid", "adaptive", "learned", "oracle")  # both endpoints, both schedulers, the bound
+# Its DecodeConfig overrides of the defaults (the defaults hold D 5, W 10 and the lookup growth; together these give
+# `regime.map_config("lookup", SHOWCASE_PROFILE)`); there TreeGraft adaptive is the pair's family scheduler (no
+# single-profile one is trained for a100-paper@0.1).
+SHOWCASE_CONFIG = {"clock": SHOWCASE_PROFILE, "budget": 63, "prune": "topk", "small": "ngram"}

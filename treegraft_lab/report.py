@@ -25,8 +25,9 @@ BENCH_A100 = BENCH / "smollm2-pocket-a100-lookup"  # the default trees modelled 
 CATEGORIES = ("code", "math", "multi_turn", "qa", "rewrite", "summarization")
 README_BEGIN = "<!-- results: written by `treegraft-lab report` from data/bench; do not edit by hand -->"
 README_END = "<!-- end of results -->"
-README_INT8_BEGIN = "<!-- int8 results: written by `treegraft-lab report` from data/bench; do not edit by hand -->"
-README_INT8_END = "<!-- end of int8 results -->"
+README_WHEN_BEGIN = "<!-- when results: written by `treegraft-lab report` from data/showcase; do not edit by hand -->"
+README_WHEN_END = "<!-- end of when results -->"
+SHOWCASE = DATA_DIR / "showcase" / "smollm2-pocket-a100-paper@0.1"  # `treegraft-lab demo --when --out ...`
 LABELS = {"ar": "plain decoding (`ar`)", "hf-pld": "HF prompt lookup (`hf-pld`)",
           "recycling": "Token Recycling (`recycling`)", "suffix": "suffix decoding (`suffix`)",
           "small": "TreeGraft all-small", "mid": "TreeGraft all-mid", "10101": "TreeGraft fixed 10101",
@@ -603,10 +604,32 @@ def readme_table() -> str:
         f"Modelled: `{mm['settings']['command']}` on {bench_machine(mm)}, {mm['finished'][:10]}."])
 
 
+SHOWCASE_LABELS = {"small": "all-small", "mid": "all-mid", "adaptive": "adaptive", "learned": "learned",
+                   "oracle": "oracle"}
+
+
+def showcase_table(folder: Path = SHOWCASE) -> str:
+    """The WHEN table (`treegraft-lab demo --when --out`): per prompt, each schedule's modelled speedup over
+    plain decoding (mid calls a round beside each scheduler), whether all were lossless; then the
+    sentence computed from the rows, the scheduler adaptive loaded, and the command, machine and date."""
+    d = json.loads((folder / "showcase.json").read_text())
+    schedules = [r["schedule"] for r in next(iter(d["rows"].values()))]
+    head = ["prompt", *(SHOWCASE_LABELS[s] + ("" if s in ("small", "mid") else " (mid calls / round)")
+                        for s in schedules), "identical to plain"]
+    rows = [[f"{kind}", *(x(r["speedup"]) + ("" if r["schedule"] in ("small", "mid")
+                                               else f" ({r['mid_calls_per_round']:.2f})") for r in rs),
+             "yes" if all(r["lossless"] for r in rs) else "no"] for kind, rs in d["rows"].items()]
+    h = d["hardware"]
+    return "\n".join([table(head, rows), "", d["sentence"] + f" Adaptive loaded `{d['adaptive_scheduler']}`.", "",
+                      f"`{d['command']}`: modelled on `{d['profile']}`, {d['max_new_tokens']} new tokens a prompt, decoded "
+                      f"on {h['cpu']}, CPU flags {h['cpu_isa']}, {h['cores']} cores, {d['finished'][:10]}. Data: "
+                      f"`{folder.relative_to(REPO_DIR).as_posix()}/showcase.json`."])
+
+
 def with_readme_table(readme: str) -> str:
-    """`readme` with the blocks between its markers written again (the speed table, the int8 table)."""
+    """`readme` with the blocks between its markers written again (the speed table, the WHEN table)."""
     for begin, end, body in ((README_BEGIN, README_END, readme_table),
-                             (README_INT8_BEGIN, README_INT8_END, int8_wall_table)):
+                             (README_WHEN_BEGIN, README_WHEN_END, showcase_table)):
         head, sep, rest = readme.partition(begin)
         _, sep2, tail = rest.partition(end)
         if not (sep and sep2):

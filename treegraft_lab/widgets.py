@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from treegraft_lab.costs import profile_name  # also imported from here by the notebooks and tests
+from treegraft_lab.presets import SHOWCASE_PROFILE
 from treegraft_lab.viz.caption import PRUNE_WORDS, named, prompt_words, run_caption, settings_words
 from treegraft_lab.viz.export import exportable
 from treegraft_lab.viz.tree import (
@@ -285,7 +286,8 @@ class StepThroughViewer(W.VBox):
 # ---------------------------------------------------------------------------- schedule playground
 
 
-CLOCKS = (("this device (wall)", "wall"), ("paper A100 (modelled)", "a100-paper"))  # the profile selector
+CLOCKS = (("this device (wall)", "wall"), ("paper A100 (modelled)", "a100-paper"),  # the profile selector
+          (f"A100, mid at 0.1 (modelled; {SHOWCASE_PROFILE})", SHOWCASE_PROFILE))  # where WHEN pays (presets.py)
 
 
 def adaptive_policy(pair, config) -> Any:

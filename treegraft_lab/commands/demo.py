@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--when", action="store_true",
                         help=f"only the WHEN table: where WHEN pays, modelled on {SHOWCASE_PROFILE} (a100-paper with a mid "
                              "drafter at a tenth of a verification's cost): all-small, all-mid, adaptive, learned, oracle")
+    parser.add_argument("--out", default=None,
+                        help="with --when: a folder to write the WHEN table to (showcase.json: its rows, prompts, "
+                             "command, machine and date; `treegraft-lab report` reads data/showcase/ into the README)")
 
 
 def _dtype(name: str) -> str:
@@ -157,8 +160,13 @@ def showcase(pair, prompts: dict[str, str], n: int) -> dict:
                         else f"{r['speedup']:.2f}x ({r['mid_calls_per_round']:.2f})".rjust(20) for r in rows)
         print(f"  {kind:<12}{cells}  {'yes' if all(r['lossless'] for r in rows) else 'NO'}")
     print("  " + showcase_sentence(out))
+    from treegraft_lab.schedule.adaptive import artifact_folder
+    from treegraft_lab.schedule.choice import scheduler_kind
+
+    folder = artifact_folder(pair, cfg, prof)
     print("(speedup: plain decoding's modelled time over the method's, both priced on the profile; calls: mid calls a "
-          "round; adaptive: the paper's scheduler g_psi trained for these settings; learned: the per-step scheduler; "
+          f"round; adaptive: the paper's scheduler g_psi, here {folder.name}, the {scheduler_kind(folder)}; learned: "
+          "the per-step scheduler; "
           "oracle: the best schedule a round, in hindsight; step through the learned scheduler's rounds in "
           "notebooks/05_scheduler_boundary.ipynb)")
     return out
@@ -181,12 +189,44 @@ def showcase_sentence(out: dict[str, list[dict]]) -> str:
 
 
 def when_pays(args: argparse.Namespace) -> int:
-    """`--when`: the WHEN table alone (`showcase`)."""
+    """`--when`: the WHEN table alone (`showcase`), written to `args.out` when given (`save_showcase`)."""
     from treegraft_lab.models import load_pair
 
-    showcase(load_pair(args.pair, dtype="float32"), {"your prompt": args.prompt} if args.prompt else PROMPTS,
-             args.max_new_tokens)
+    prompts = {"your prompt": args.prompt} if args.prompt else PROMPTS
+    pair = load_pair(args.pair, dtype="float32")
+    t0 = time.strftime("%Y-%m-%d %H:%M:%S")
+    out = showcase(pair, prompts, args.max_new_tokens)
+    if args.out:
+        path = save_showcase(args.out, pair, prompts, out, args.max_new_tokens, t0)
+        print(f"wrote {path}")
     return 0
+
+
+def save_showcase(folder, pair, prompts: dict[str, str], out: dict[str, list[dict]], n: int, started: str):
+    """`folder`/showcase.json: the WHEN table's rows (without the policy objects), the prompts, the scheduler
+    adaptive loaded, the command that made it, the machine and the dates."""
+    import json
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from treegraft_lab import costs, regime
+    from treegraft_lab.bench import hardware
+    from treegraft_lab.paths import REPO_DIR
+    from treegraft_lab.schedule.adaptive import artifact_folder
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    adaptive = artifact_folder(pair, regime.map_config("lookup", SHOWCASE_PROFILE), costs.load(SHOWCASE_PROFILE))
+    data = {"profile": SHOWCASE_PROFILE, "pair": pair.name, "max_new_tokens": n, "prompts": prompts,
+            "adaptive_scheduler": adaptive.resolve().relative_to(REPO_DIR).as_posix(),
+            "rows": {k: [{c: v for c, v in r.items() if c != "policy"} for r in rows] for k, rows in out.items()},
+            "sentence": showcase_sentence(out),
+            "command": "treegraft-lab demo " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["demo"] else sys.argv[1:]),
+            "hardware": hardware(pair), "started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    path = folder / "showcase.json"
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab.commands.common import check_pair
 
     check_pair(args.pair)
+    if args.out and not args.when:
+        raise TreeGraftError("--out writes the WHEN table: use it with --when (demo --when --out FOLDER)")
     if args.when:
         return when_pays(args)
     t0 = time.perf_counter()

@@ -47,9 +47,20 @@ def growth_suffix(growth: str, small: str = "ngram") -> str:
     return ("" if growth == "full" else f"-{growth}") + ("" if small == "ngram" else f"-{small}")
 
 
+def with_family(pair_dir: Path, cls: str, tail: str) -> Path:
+    """`<pair_dir>/<cls>-<tail>/` when it holds a scheduler, else the pair's family scheduler for the same
+    pruning, growth and small drafter (`family-<tail>/`: trained on many profiles, it takes T_tgt and T_mid
+    as inputs, so it serves any profile) when that one exists; else the first (it may hold none)."""
+    own, family = pair_dir / f"{cls}-{tail}", pair_dir / f"family-{tail}"
+    if not (own / art_io.META_NAME).is_file() and (family / art_io.META_NAME).is_file():
+        return family
+    return own
+
+
 def artifact_folder(pair, config, profile=None) -> Path | None:
-    """`config.scheduler_path`, else `data/scheduler/<pair>/<profile class>-<prune>[-<growth>][-<small>]/`;
-    None when the pair has no name."""
+    """`config.scheduler_path`, else `data/scheduler/<pair>/<profile class>-<prune>[-<growth>][-<small>]/`,
+    or where that holds none, the pair's family scheduler for those settings (`with_family`); None when
+    the pair has no name."""
     if config.scheduler_path:
         return Path(config.scheduler_path)
     name = getattr(pair, "name", None) if pair is not None else None
@@ -58,7 +69,7 @@ def artifact_folder(pair, config, profile=None) -> Path | None:
     if profile is None:
         return artifact_dir(name)
     prune = costs.concrete_prune(config, profile)
-    return artifact_dir(name) / f"{profile_class(profile)}-{prune}{growth_suffix(config.growth, config.small)}"
+    return with_family(artifact_dir(name), profile_class(profile), f"{prune}{growth_suffix(config.growth, config.small)}")
 
 
 def settings_of(folder: Path) -> dict:
@@ -75,13 +86,14 @@ def settings_of(folder: Path) -> dict:
 def default_folder(pair_name: str, clock: str = "wall", prune: str = "value", growth: str = "full",
                    device: str = "auto", dtype: str = "auto", small: str = "ngram") -> Path:
     """The artifact folder for a pair under `clock`, `prune` and `growth`, without loading a model
-    (for "wall": the device type and dtype that `device` and `dtype` resolve to on this machine)."""
+    (for "wall": the device type and dtype that `device` and `dtype` resolve to on this machine); the
+    family scheduler where no single-profile one exists (`with_family`)."""
     if clock == "wall":
         dev = resolve_device(device)
         cls = f"{dev.type}-{str(resolve_dtype(dtype, dev)).removeprefix('torch.')}"
     else:
         cls = profile_class(costs.load(clock))
-    return artifact_dir(pair_name) / f"{cls}-{prune}{growth_suffix(growth, small)}"
+    return with_family(artifact_dir(pair_name), cls, f"{prune}{growth_suffix(growth, small)}")
 
 
 def check_match(meta: dict, pair_name: str | None, profile, prune: str, folder: Path, growth: str = "full",

@@ -129,7 +129,7 @@ def scheduler_kind(folder: Path) -> str:
     """What a scheduler artifact is, in words, from its scheduler.json: the map scheduler (trained over
     several mid drafters and a family of device profiles), the family scheduler (trained over a family
     of device profiles, the cost ratio one of its inputs) or the single-profile scheduler of one profile
-    class (every artifact that `schedule="adaptive"` loads by itself)."""
+    class (what `schedule="adaptive"` loads where one is trained, else the family one)."""
     from treegraft_lab.schedule import artifact as art_io
 
     meta = art_io.read_meta(folder)
@@ -149,9 +149,9 @@ def scheduler_kind(folder: Path) -> str:
 def treegraft_adaptive(pair_name: str, clock: str, config, device: str = "auto", dtype: str = "auto") -> Path:
     """The scheduler folder that `DecodeConfig(schedule="adaptive")` loads for `pair_name` on the profile
     `clock` names, with `config`'s pruning, tree growth and small drafter (`adaptive.default_folder`; it
-    may hold no artifact: `adaptive_words` says so). TreeGraft adaptive is this one artifact per (pair,
-    profile class, pruning, growth, small drafter); a family or map scheduler runs only when named by
-    `scheduler_path`."""
+    may hold no artifact: `adaptive_words` says so). TreeGraft adaptive is the one artifact per (pair,
+    profile class, pruning, growth, small drafter), or where none is trained for that profile class, the
+    pair's family scheduler for those settings; a map scheduler runs only when named by `scheduler_path`."""
     from treegraft_lab.schedule.adaptive import default_folder
 
     return default_folder(pair_name, clock, config.prune, config.growth, device, dtype, config.small)

@@ -41,7 +41,7 @@ def make_policy(config: DecodeConfig, pair=None, profile=None) -> Policy:
     if s == "learned":
         from treegraft_lab.schedule.stepwise import learned_policy
 
-        return learned_policy(pair, config, profile)
+        return learned_policy(pair, config, profile) or MaskPolicy((0,) * config.depth, "learned (fallback: small)")
     if s == "oracle":
         return MaskPolicy((0,) * config.depth, "oracle")  # the decoder replays every mask itself
     if isinstance(s, str) and s.startswith("rule:"):

@@ -177,13 +177,13 @@ def untrained_reason(doc: dict, config, profile) -> str | None:
             f"{', '.join(f'{k} {have[k]}' for k in diff)}")
 
 
-def learned_policy(pair, config, profile=None):
+def learned_policy(pair, config, profile=None) -> StepwisePolicy | None:
     """`schedule="learned"`: the scheduler in `config.scheduler_path`, else the one learned for the pair. It
     was learned at depth D (its "depth"); another depth is refused in one line. Deciding on a profile or
     settings it was not learned for (`untrained_reason`: a measured CPU profile, value pruning, another
-    small drafter), it falls back to all-small and says so once: its margins are in another currency there."""
+    small drafter), it says so once and returns None: the caller runs all-small, as its margins are in
+    another currency there."""
     from treegraft_lab.notes import note
-    from treegraft_lab.schedule.policies import MaskPolicy
 
     folder = Path(config.scheduler_path) if config.scheduler_path else learned_folder(getattr(pair, "name", "") or "")
     policy = StepwisePolicy.load(folder, "learned")
@@ -194,5 +194,5 @@ def learned_policy(pair, config, profile=None):
     reason = untrained_reason(policy.doc, config, profile)
     if reason is not None:
         note(f"schedule='learned' falls back to all-small (no mid call): the scheduler in {folder.name} was {reason}")
-        return MaskPolicy((0,) * config.depth, "learned (fallback: small)")
+        return None
     return policy

@@ -673,6 +673,25 @@ def showcase_round(run, run_id: int = 0) -> tuple[int, str]:
     return r, f"round {r}: the round that accepted most (no mid step in this run reselected an earlier node or drafted an accepted one)"
 
 
+def called_round(run, run_id: int = 0) -> tuple[int, str] | None:
+    """The first round whose schedule called the mid drafter and whose accepted path goes through a node
+    only the mid drafter drafted (the call paid: the small drafter had not proposed it), and why in words;
+    else the first round with a mid call whose accepted path goes through a mid-drafted node; None where
+    the run never called it."""
+    st, tr = run.steps[run.steps["run"] == run_id], run.tree[run.tree["run"] == run_id]
+    called = set(st["round"][st["call_mid"].astype(bool)])
+    acc = tr[tr["accepted"].astype(bool) & (tr["parent"] >= 0)]
+    for who, why in ((["mid"], "the scheduler calls the mid drafter and the accepted path goes through a node only "
+                               "the mid drafter drafted"),
+                     (["mid", "both"], "the scheduler calls the mid drafter and the accepted path goes through a node "
+                                       "it drafted")):
+        want = called & set(acc["round"][acc["drafted_by"].isin(who)])
+        if want:
+            r = int(min(want))
+            return r, f"round {r}: {why}"
+    return None
+
+
 def showcase_step(run, round: int, run_id: int = 0) -> int | None:
     """The draft step of `round` a view opens on: its first mid step that reselected an earlier node,
     else its first mid step, else None (the first step)."""
