@@ -190,15 +190,24 @@ def stream_text(cell) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
 
 
+SHOWCASE_RUN = "suite-adaptive-budget=63-clock=a100-paper@0.1-prune=topk-small=ngram-n1-t32-smoke"  # 05's and 06's
+
+
+def planes_of(policy) -> list[tuple[str, str]]:
+    sig = policy.signals
+    return [(sig[0], sig[1]), (sig[2], sig[3]), (sig[4], sig[5]), ("t_tgt_ms", "t_mid_ms")]
+
+
 @pytest.mark.slow
-def test_notebook_05_says_when_treegraft_adaptive_never_calls_and_draws_a_field_with_a_boundary_beside_it(
+def test_notebook_05_opens_on_a_boundary_where_when_pays_and_draws_the_one_sided_case_after(
         executed_notebook, tmp_path_factory, monkeypatch):
-    """05 names TreeGraft adaptive (what schedule="adaptive" loads for its settings), says in one sentence computed
-    from the run's own decisions whether its field is one-sided, and where it never (or always) calls the mid drafter,
-    draws the family scheduler's field beside it, named as such."""
+    """05's first figure: TreeGraft adaptive (what schedule="adaptive" loads, here the family scheduler) on the
+    showcase setting, whose recorded run both calls and skips the mid drafter, drawn with those decisions and a
+    sentence computed from them; then TreeGraft adaptive on a100-paper, one-sided, said as such."""
     import types
 
     from treegraft_lab import DecodeConfig, costs, load_run
+    from treegraft_lab.presets import SHOWCASE_CONFIG, SHOWCASE_PROFILE
     from treegraft_lab.schedule.adaptive import AdaptivePolicy
     from treegraft_lab.viz import boundary
 
@@ -207,28 +216,60 @@ def test_notebook_05_says_when_treegraft_adaptive_never_calls_and_draws_a_field_
     monkeypatch.setenv("RERECORD", "0")
     nb = executed_notebook("05_scheduler_boundary.ipynb", "1")
     assert executed_problems("05_scheduler_boundary.ipynb", nb) == []
-    (setup,) = [c for c in nb.cells if "adaptive_words(" in c.source]
-    assert ("TreeGraft adaptive for smollm2-pocket on a100-paper (prune=topk, growth lookup, small drafter "
-            "ngram+recycling) is a100-paper-topk-lookup-ngram+recycling, the single-profile scheduler") in stream_text(setup)
-    policy = AdaptivePolicy.for_pair(types.SimpleNamespace(name="smollm2-pocket"),
-                                     DecodeConfig(schedule="adaptive", clock="a100-paper", prune="topk"),
-                                     costs.load("a100-paper"))
-    inputs = boundary.step_inputs(load_run(runs / "suite-adaptive-clock=a100-paper-prune=topk-n1-t8-smoke"), policy)
+    (setup,) = [c for c in nb.cells if "adaptive_words(pair.name, profile_class(profile)" in c.source]
+    assert ("TreeGraft adaptive for smollm2-pocket on a100-paper@0.1 (prune=topk, growth lookup, small drafter "
+            "ngram) is family-topk-lookup, the family scheduler") in stream_text(setup)
+    pocket = types.SimpleNamespace(name="smollm2-pocket")
+    policy = AdaptivePolicy.for_pair(pocket, DecodeConfig(schedule="adaptive", **SHOWCASE_CONFIG), costs.load(SHOWCASE_PROFILE))
+    inputs = boundary.step_inputs(load_run(runs / SHOWCASE_RUN), policy)
+    recorded = inputs["recorded call"].astype(bool)
+    assert recorded.any() and not recorded.all()  # the run's own decisions: calls and skips
     share = inputs.groupby("step")["recorded call"].mean()
-    sig = policy.signals
-    planes = [(sig[0], sig[1]), (sig[2], sig[3]), (sig[4], sig[5]), ("t_tgt_ms", "t_mid_ms")]
-    field = boundary.field(policy, inputs, int((share - 0.5).abs().idxmin()), planes)
-    (verdict,) = [c for c in nb.cells if "boundary.field(policy" in c.source]
-    said = field.text("TreeGraft adaptive (a100-paper-topk-lookup-ngram+recycling)", "On a100-paper")
-    assert stream_text(verdict).strip() == said
-    if field.uniform:  # one-sided: said plainly, and a scheduler whose field has both sides is drawn beside it
-        assert ("never calls the mid drafter" if field.calls == 0 else "always calls the mid drafter") in said
-        (beside,) = [c for c in nb.cells if "FAMILY = " in c.source]
-        assert "figure" in beside.metadata.get("tags", [])
-        assert any(FIGURE_MIMES[1] in o.get("data", {}) for o in beside.outputs)
-        shown = stream_text(beside)
-        assert "family-topk-lookup: the family scheduler" in shown and "not TreeGraft adaptive" in shown
-        assert "the family scheduler (family-topk-lookup) calls the mid drafter at" in shown  # its decisions are mixed
+    field = boundary.field(policy, inputs, int((share - 0.5).abs().idxmin()), planes_of(policy))
+    assert not field.uniform and field.crossing()  # a boundary, on the planes of inputs it reads
+    (verdict,) = [c for c in nb.cells if "FIELD = boundary.field(policy" in c.source]
+    assert stream_text(verdict).strip() == field.text("TreeGraft adaptive (family-topk-lookup)", f"On {SHOWCASE_PROFILE}")
+    (first,) = [c for c in nb.cells if "boundary_figure(policy, inputs" in c.source]
+    fig = next(o["data"][FIGURE_MIMES[1]] for o in first.outputs if FIGURE_MIMES[1] in o.get("data", {}))
+    drawn = {t.get("name"): len([v for v in t.get("x") or [] if v is not None]) for t in fig["data"]}
+    assert drawn["recorded: called mid"] > 0 and drawn["recorded: skipped"] > 0
+    (one,) = [c for c in nb.cells if "ONE_CONFIG = " in c.source]
+    one_policy = AdaptivePolicy.for_pair(pocket, DecodeConfig(schedule="adaptive", clock="a100-paper", prune="topk"),
+                                         costs.load("a100-paper"))
+    one_inputs = boundary.step_inputs(load_run(runs / "suite-adaptive-clock=a100-paper-prune=topk-n1-t8-smoke"), one_policy)
+    one_share = one_inputs.groupby("step")["recorded call"].mean()
+    one_field = boundary.field(one_policy, one_inputs, int((one_share - 0.5).abs().idxmin()), planes_of(one_policy))
+    said = one_field.text("TreeGraft adaptive (a100-paper-topk-lookup-ngram+recycling)", "On a100-paper")
+    assert said in stream_text(one) and any(FIGURE_MIMES[1] in o.get("data", {}) for o in one.outputs)
+
+
+@pytest.mark.slow
+def test_notebook_06_opens_on_a_round_where_adaptive_calls_the_mid_drafter_and_beats_both_endpoints(
+        executed_notebook, tmp_path_factory, monkeypatch):
+    """06's playground opens on a round of TreeGraft adaptive's recorded run on the showcase setting where it called
+    the mid drafter and the target accepted a node only the mid drafter drafted; its replay table has adaptive's
+    modelled tokens/s above all-small's and all-mid's on that round."""
+    from treegraft_lab import load_run
+
+    runs = shared_runs_dir(tmp_path_factory)
+    monkeypatch.setenv("TREEGRAFT_RUNS_DIR", str(runs))
+    monkeypatch.setenv("RERECORD", "0")
+    nb = executed_notebook("06_schedule_playground.ipynb", "1")
+    assert executed_problems("06_schedule_playground.ipynb", nb) == []
+    (opening,) = [c for c in nb.cells if "paying_round(" in c.source]
+    rd = int(re.search(r"opening on round (\d+):", stream_text(opening)).group(1))
+    run = load_run(runs / SHOWCASE_RUN)
+    steps, tree = run.steps[run.steps["round"] == rd], run.tree[run.tree["round"] == rd]
+    assert steps["call_mid"].astype(bool).any()
+    assert ((tree["drafted_by"] == "mid") & tree["accepted"].astype(bool)).any()
+    (replayed,) = [c for c in nb.cells if "table = pg.replay()" in c.source]
+    html = next(o["data"]["text/html"] for o in replayed.outputs if o.output_type == "execute_result")
+    rows = [re.findall(r"<t[hd][^>]*>\s*(.*?)\s*</t[hd]>", tr, re.S) for tr in re.findall(r"<tr>(.*?)</tr>", html, re.S)]
+    modelled = {r[0]: float(r[-1]) for r in rows if r and r[-1].replace(".", "", 1).isdigit()}
+    (adaptive,) = [v for k, v in modelled.items() if "adaptive" in k and not k.startswith("all-")]
+    (small,) = [v for k, v in modelled.items() if k.startswith("all-small")]
+    (mid,) = [v for k, v in modelled.items() if k.startswith("all-mid")]
+    assert adaptive > max(small, mid)
 
 
 @pytest.mark.slow
@@ -284,14 +325,14 @@ def test_notebook_08_tables_each_schedulers_capture_and_says_it_in_a_sentence_co
 
 @pytest.mark.slow
 def test_notebook_05_steps_through_the_learned_scheduler_where_when_pays(executed_notebook):
-    """05's WHEN-pays section: all-small, all-mid and the learned scheduler on a100-paper@0.1, all lossless; the
-    learned scheduler calls the mid drafter there, and its table lists those steps with the inputs it read."""
+    """05's WHEN-pays section: all-small, all-mid, TreeGraft adaptive and the learned scheduler on a100-paper@0.1, all
+    lossless; the learned scheduler calls the mid drafter there, and its table lists those steps with the inputs it read."""
     nb = executed_notebook("05_scheduler_boundary.ipynb", "1")
-    (cell,) = [c for c in nb.cells if 'WHEN_PAYS = "a100-paper@0.1"' in c.source]
+    (cell,) = [c for c in nb.cells if "WHEN_PAYS = SHOWCASE_PROFILE" in c.source]
     html = next(o["data"]["text/html"] for o in cell.outputs if o.output_type == "execute_result")
     rows = {r[0]: r[1:] for r in (re.findall(r"<t[hd][^>]*>\s*(.*?)\s*</t[hd]>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", html, re.S)) if r}
-    assert {"all-small", "all-mid", "learned scheduler"} <= set(rows)
-    assert all(r[-1] == "True" for k, r in rows.items() if k in ("all-small", "all-mid", "learned scheduler"))
+    named = ("all-small", "all-mid", "TreeGraft adaptive", "learned scheduler")
+    assert set(named) <= set(rows) and all(rows[k][-1] == "True" for k in named)
     (steps,) = [c for c in nb.cells if "the learned scheduler was asked at" in c.source]
     shown = stream_text(steps)
     called = int(re.search(r"called the mid drafter at (\d+)", shown).group(1))

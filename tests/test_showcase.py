@@ -64,17 +64,19 @@ def run_of(steps: list[tuple], tree: list[tuple]):
                                  tree=pd.DataFrame(tree, columns=["run", "round", "parent", "accepted", "drafted_by"]))
 
 
-def test_called_round_is_the_first_round_whose_mid_call_drafted_an_accepted_node_only_it_drafted():
+def test_called_round_prefers_a_mixed_schedule_whose_mid_call_drafted_an_accepted_node_only_it_drafted():
     from treegraft_lab.viz import called_round
 
-    steps = [(0, 0, False), (0, 1, True), (0, 2, True), (0, 3, True)]
+    steps = [(0, 0, False), (0, 1, True), (0, 2, True), (0, 2, False), (0, 3, True), (0, 4, True), (0, 4, False)]
     tree = [(0, 0, -1, True, "root"), (0, 0, 0, True, "small"),
             (0, 1, -1, True, "root"), (0, 1, 0, True, "both"),  # round 1 called, its accepted node both drafted
             (0, 2, -1, True, "root"), (0, 2, 0, False, "mid"), (0, 2, 0, True, "small"),  # its mid node rejected
-            (0, 3, -1, True, "root"), (0, 3, 0, True, "small"), (0, 3, 1, True, "mid")]
-    assert called_round(run_of(steps, tree)) == (3, "round 3: the scheduler calls the mid drafter and the accepted "
-                                                    "path goes through a node only the mid drafter drafted")
-    assert called_round(run_of(steps, tree[:7]))[0] == 1  # else one whose accepted node the mid drafter drafted too
+            (0, 3, -1, True, "root"), (0, 3, 0, True, "mid"),  # all-mid, a mid-only node accepted
+            (0, 4, -1, True, "root"), (0, 4, 0, True, "small"), (0, 4, 1, True, "mid")]  # mixed, the same
+    r, why = called_round(run_of(steps, tree))
+    assert r == 4 and why.startswith("round 4: the scheduler calls the mid drafter at some steps, skips it at others")
+    assert called_round(run_of(steps[:5], tree[:9]))[0] == 3  # else any round with a call whose mid-only node paid
+    assert called_round(run_of(steps[:4], tree[:7]))[0] == 1  # else one whose accepted node the mid drafter drafted too
     assert called_round(run_of([(0, 0, False)], tree[:2])) is None
 
 
@@ -103,3 +105,11 @@ def test_the_showcase_sentence_counts_wins_and_calls_from_the_rows(who):
     calls = sum(by[who]["mid_calls_per_round"] for by in rows.values()) / len(rows)
     said = showcase_sentence(data["rows"]).lower()
     assert f"{who} made {calls:.2f} mid calls a round and beat both endpoints on {wins} of {len(rows)} prompts" in said
+
+
+def test_a_profile_says_its_mid_cost_ratio_only_when_its_name_sets_one():
+    from dataclasses import replace
+
+    assert "mid drafter at T_mid / T_tgt = 0.1" in costs.profile_name(costs.load(SHOWCASE_PROFILE))
+    measured = replace(costs.load("a100-paper"), name="smollm2-pocket@cpu-387188")  # a measured profile's cache name
+    assert "T_mid / T_tgt" not in costs.profile_name(measured)

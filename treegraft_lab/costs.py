@@ -207,8 +207,9 @@ def profile_name(profile) -> str:
     src = profile.source or ""
     when = (f"measured {profile.measured}" if getattr(profile, "measured", "") else " ".join(src.split()[:2])
             if src.startswith("measured") else "derived from published costs")
-    if "@" in profile.name:  # `at_ratio`: the mid drafter's cost set by a ratio, said
-        when += f" · mid drafter at T_mid / T_tgt = {profile.name.rpartition('@')[2]}"
+    ratio = profile.name.rpartition("@")[2] if "@" in profile.name else ""
+    if ratio.replace(".", "", 1).isdigit():  # `at_ratio`: the mid drafter's cost set by a ratio, said
+        when += f" · mid drafter at T_mid / T_tgt = {ratio}"
     return f"{device} · {when}{measured_words(profile)}"
 
 

@@ -519,6 +519,31 @@ def words_table(df: pd.DataFrame, **kw: Any) -> Any:
     return styled(in_words(df), **kw).hide(axis="index").set_table_styles(GROUPED_CSS[:1], overwrite=False)
 
 
+def paying_round(pair: Any, run: Any, config: Any, profile: Any, run_id: int = 0, tries: int = 8) -> tuple[int, str]:
+    """The round a view of WHEN opens on, and why in words: of the first `tries` rounds `viz.called_rounds`
+    names (a mid call whose accepted path goes through a node only the mid drafter drafted, mixed schedules
+    first), the first where `config` (the run's settings: its schedule, trees and pruning), replayed from
+    that round's start on `profile`, emits more tokens per modelled second than all-small and all-mid
+    replayed from the same start; else the first it names; else `viz.showcase_round`'s."""
+    from treegraft_lab.decoder import replay_round
+    from treegraft_lab.viz import called_rounds, showcase_round
+    from treegraft_lab.workbench import round_context
+
+    rounds = called_rounds(run, run_id)
+    if not rounds:
+        return showcase_round(run, run_id)
+    prompt_len = len(run.runs[run.runs["run"] == run_id].iloc[0]["prompt_ids"])
+
+    def eta(rd: int, schedule: Any) -> float:
+        info, _ = replay_round(pair, round_context(run, rd, run_id), replace(config, schedule=schedule), prompt_len, profile)
+        return (info.accepted + 1) / info.modelled_ms
+
+    for rd, why in rounds[:tries]:
+        if eta(rd, config.schedule) > max(eta(rd, "small"), eta(rd, "mid")):
+            return rd, f"{why}; replayed from its start, it beats all-small and all-mid on {profile.name}"
+    return rounds[0]
+
+
 class SchedulePlayground(W.VBox):
     """Replay one recorded round start with your own schedule, EG/ND switches, budget, pruning and
     device profile.

@@ -6,6 +6,7 @@ Everything here reads a recorded `Run` (see `treegraft_lab.hooks`); no model is 
 from treegraft_lab.viz.stats import acceptance_by_depth, decisions_by_step, graft_depth_hist
 from treegraft_lab.viz.tree import (
     called_round,
+    called_rounds,
     focus_ranges,
     growth_animation,
     showcase_round,
@@ -15,5 +16,5 @@ from treegraft_lab.viz.tree import (
     tree_figure,
 )
 
-__all__ = ["acceptance_by_depth", "called_round", "decisions_by_step", "focus_ranges", "graft_depth_hist", "growth_animation",
+__all__ = ["acceptance_by_depth", "called_round", "called_rounds", "decisions_by_step", "focus_ranges", "graft_depth_hist", "growth_animation",
            "showcase_round", "showcase_step", "step_nodes", "tidy_layout", "tree_figure"]
