@@ -257,9 +257,10 @@ def test_notebook_06_opens_on_a_round_where_adaptive_calls_the_mid_drafter_and_b
     nb = executed_notebook("06_schedule_playground.ipynb", "1")
     assert executed_problems("06_schedule_playground.ipynb", nb) == []
     (opening,) = [c for c in nb.cells if "paying_round(" in c.source]
-    rd = int(re.search(r"opening on round (\d+):", stream_text(opening)).group(1))
+    prompt_id, rd = map(int, re.search(r"opening on prompt (\d+), round (\d+):", stream_text(opening)).groups())
     run = load_run(runs / SHOWCASE_RUN)
-    steps, tree = run.steps[run.steps["round"] == rd], run.tree[run.tree["round"] == rd]
+    steps = run.steps[(run.steps["run"] == prompt_id) & (run.steps["round"] == rd)]
+    tree = run.tree[(run.tree["run"] == prompt_id) & (run.tree["round"] == rd)]
     assert steps["call_mid"].astype(bool).any()
     assert ((tree["drafted_by"] == "mid") & tree["accepted"].astype(bool)).any()
     (replayed,) = [c for c in nb.cells if "table = pg.replay()" in c.source]

@@ -164,7 +164,7 @@ def test_a_regime_collect_and_decode_interrupted_twice_resumes_to_the_same_repla
     pair = noisy_pair()
     monkeypatch.setattr(treegraft_lab, "load_pair", lambda *a, **k: pair)
     monkeypatch.setattr(treegraft_lab, "load_prompts", lambda *a, **k: REGIME_PROMPTS)
-    args = ["regime", "--collect", "--decode", "--max-new", "3", "--ratios", "0.1,0.6",
+    args = ["regime", "--collect", "--decode", "--no-ray", "--max-new", "3", "--ratios", "0.1,0.6",
             "--scheduler", "small=small", "--scheduler", "fixed=10101", "--schedules", "all-small,all-mid,oracle"]
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert cli.main([*args, "--replays", str(full)]) == 0

@@ -161,6 +161,13 @@ def scheduler_dtype(name: str | None, device: torch.device) -> tuple[torch.dtype
     return None
 
 
+def planned_dtype(name: str | None, device: str = "auto", dtype: str = "auto") -> torch.dtype:
+    """The dtype `load_pair(name, device=device, dtype=dtype)` loads the registered pair in, without loading it."""
+    dev = resolve_device(device)
+    trained = scheduler_dtype(name, dev) if dtype == "auto" else None
+    return trained[0] if trained is not None else resolve_dtype(dtype, dev)
+
+
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
     """ "auto" -> CUDA when available, else CPU; otherwise a checked `torch.device`."""
     if isinstance(device, str) and device == "auto":

@@ -63,3 +63,17 @@ SHOWCASE_SCHEDULES = ("small", "mid", "adaptive", "learned", "oracle")  # both e
 # `regime.map_config("lookup", SHOWCASE_PROFILE)`); there TreeGraft adaptive is the pair's family scheduler (no
 # single-profile one is trained for a100-paper@0.1).
 SHOWCASE_CONFIG = {"clock": SHOWCASE_PROFILE, "budget": 63, "prune": "topk", "small": "ngram"}
+
+# The demo's three prompts, kind -> one user message: one that copies from its prompt, one in between, one with
+# nothing to copy (`treegraft-lab demo`, its WHEN table, notebook 05's WHEN section).
+DEMO_PROMPTS = {
+    "copies": ("Add type hints and a docstring to this function; keep its body exactly as it is.\n\n"
+               "def moving_average(values, window):\n    result = []\n    total = 0.0\n"
+               "    for i, value in enumerate(values):\n        total += value\n        if i >= window:\n"
+               "            total -= values[i - window]\n        if i >= window - 1:\n"
+               "            result.append(total / window)\n    return result\n"),
+    "in between": ("The library opens at 9 am on weekdays and at 10 am on Saturdays. It is closed on Sundays. "
+                   "Members may borrow up to five books for three weeks. Late books cost 20 cents a day.\n\n"
+                   "When does the library open on Saturdays, how many books may a member borrow, and for how long?"),
+    "fresh": "Write a short poem about a lighthouse keeper who waits for a storm.",
+}

@@ -26,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from treegraft_lab.config import DecodeConfig, parse_mask
 from treegraft_lab.costs import DeviceProfile
+from treegraft_lab.engine import LOCAL, Engine, Unit, loader_of
+from treegraft_lab.engine import run as run_units
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.replay import DEEPEST, leaf_ms
 from treegraft_lab.resume import Journal
@@ -43,7 +44,8 @@ LEAF = ("schedule", "accepted", "kept", "backlog", "tail")
 # ---------------------------------------------------------------------------- collection
 def collect(pair, prompts: list[dict], config: DecodeConfig, max_new: int = 64, starts: int | None = None,
             first: tuple[str, ...] = (), have: pd.DataFrame | None = None, progress: bool = True,
-            profile: DeviceProfile | None = None, journal: Journal | None = None) -> pd.DataFrame:
+            profile: DeviceProfile | None = None, journal: Journal | None = None, engine: Engine = LOCAL,
+            seconds: dict | None = None) -> pd.DataFrame:
     """Every schedule replayed from round starts of each prompt's first `max_new` answer tokens:
     one row per (prompt, start, schedule). `config` must prune top-k, greedily.
 
@@ -53,64 +55,62 @@ def collect(pair, prompts: list[dict], config: DecodeConfig, max_new: int = 64, 
     completed). A walk priced later needs only the starts it reaches; the oracle is the cheapest
     walk over the replayed starts. `have`: rows collected before (kept; their starts not replayed).
     `profile`: the profile `config.clock` names, resolved (`measure.resolve`; None: the decoder reads it).
-    `journal` (`resume.Journal`): each prompt's rows are stored as it finishes ("collect/<i>/<qid>");
-    prompts it holds are not run again (no state crosses prompts: the decoder starts afresh at each start).
+    Each prompt is one unit (`collect_prompt`) on `engine` (`treegraft_lab.engine`: on Ray, `pair` is a
+    `PairLoader`; the default, here in order; `seconds`: each unit's own time, as `engine.run` fills it); `journal` (`resume.Journal`): each prompt's rows are stored as
+    it finishes ("collect/<i>/<qid>"), prompts it holds are not run again (no state crosses prompts: the
+    decoder starts afresh at each start).
     """
+    if config.prune != "topk":
+        raise TreeGraftError("replays price anywhere only with top-k pruning (value pruning's trees depend on the profile)")
+    loader = loader_of(pair)
+    units = []
+    for at, p in enumerate(prompts):
+        old = have[have["qid"] == str(p["question_id"])] if have is not None and len(have) else None
+        old = old.to_dict("records") if old is not None and len(old) else []
+        units.append(Unit(f"collect/{at}/{p['question_id']}", collect_prompt,
+                          (p, config, max_new, starts, first, old, profile), loader))
+    parts = run_units(units, engine, journal, desc="replay (prompts)", progress=progress, seconds=seconds)
+    return pd.DataFrame([row for part in parts for row in part])
+
+
+def collect_prompt(pair, p: dict, config: DecodeConfig, max_new: int, starts: int | None, first: tuple[str, ...],
+                   have: list[dict], profile: DeviceProfile | None) -> list[dict]:
+    """One prompt's rows of `collect` (`have`: its rows collected before, kept and not replayed)."""
     from treegraft_lab.baselines import autoregressive
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.prompting import encode_prompt, eos_ids
     from treegraft_lab.replay import replay_all
 
-    if config.prune != "topk":
-        raise TreeGraftError("replays price anywhere only with top-k pruning (value pruning's trees depend on the profile)")
     dec = TreeGraftDecoder(pair, replace(config, schedule="mid", temperature=0.0), profile)
-    stop = eos_ids(pair.tokenizer, pair.target)
-    rows, D = [], config.depth
-    cap = starts or max_new
-    bar = tqdm(total=len(prompts) * cap, desc="replay", unit="start", mininterval=10, disable=not progress)
-    journal = journal or Journal()
-    try:  # the bar closes before a Ctrl-C's line is printed
-        for at, p in enumerate(prompts):
-            key, kept = f"collect/{at}/{p['question_id']}", len(rows)
-            if journal.get(key) is not None:
-                rows.extend(journal.get(key))
-                bar.update(cap)
-                continue
-            ids = encode_prompt(pair.tokenizer, p["turns"][0])
-            full = autoregressive(pair, ids, max_new_tokens=max_new + DEEPEST).token_ids  # trees may reach past D
-            full = full[: next((i + 1 for i, t in enumerate(full) if t in stop), len(full))]
-            cont = full[:max_new]
-            L, ended = len(cont), cont[-1] in stop
-            done: dict[int, dict[str, int]] = {}  # start -> {schedule: next start}
-            meta = {"qid": str(p["question_id"]), "category": p.get("category", ""), "length": L, "ended": ended}
-            old = have[have["qid"] == meta["qid"]] if have is not None and len(have) else None
-            for j, g in old.groupby("pos") if old is not None else ():
-                done[int(j)] = {sc: int(j) + a + 1 for sc, a in zip(g["schedule"], g["accepted"])}
-            rows.extend(old.to_dict("records") if old is not None else [])
+    stop, D, cap = eos_ids(pair.tokenizer, pair.target), config.depth, starts or max_new
+    ids = encode_prompt(pair.tokenizer, p["turns"][0])
+    full = autoregressive(pair, ids, max_new_tokens=max_new + DEEPEST).token_ids  # trees may reach past D
+    full = full[: next((i + 1 for i, t in enumerate(full) if t in stop), len(full))]
+    cont = full[:max_new]
+    L, ended = len(cont), cont[-1] in stop
+    done: dict[int, dict[str, int]] = {}  # start -> {schedule: next start}
+    meta = {"qid": str(p["question_id"]), "category": p.get("category", ""), "length": L, "ended": ended}
+    for j, g in pd.DataFrame(have).groupby("pos") if have else ():
+        done[int(j)] = {sc: int(j) + a + 1 for sc, a in zip(g["schedule"], g["accepted"])}
+    rows = list(have)
 
-            def replay(j: int, ids=ids, cont=cont, full=full, done=done, meta=meta) -> None:
-                dec.start(ids + cont[:j])
-                _, leaves, _ = replay_all(dec, shared_verify=False, timed=0, answer=full[j:])
-                done[j] = {lf["schedule"]: j + lf["accepted"] + 1 for lf in leaves}
-                rows.extend({**meta, "pos": j, **{c: lf[c] for c in LEAF}, **{f"size{k}": lf[f"size{k}"] for k in range(1, D + 1)}}
-                            for lf in leaves)
-                bar.update(1)
+    def replay(j: int) -> None:
+        dec.start(ids + cont[:j])
+        _, leaves, _ = replay_all(dec, shared_verify=False, timed=0, answer=full[j:])
+        done[j] = {lf["schedule"]: j + lf["accepted"] + 1 for lf in leaves}
+        rows.extend({**meta, "pos": j, **{c: lf[c] for c in LEAF}, **{f"size{k}": lf[f"size{k}"] for k in range(1, D + 1)}}
+                    for lf in leaves)
 
-            for mask in first:
-                j = 0
-                while j < L:
-                    if j not in done:
-                        replay(j)
-                    j = done[j][mask]
-            while len(done) < min(cap, L):
-                reach = sorted({n for nxt in done.values() for n in nxt.values() if n < L and n not in done})
-                todo = reach or [j for j in range(L) if j not in done]
-                replay(todo[0])
-            bar.update(max(0, cap - len(done)))
-            journal.add(key, rows[kept:])
-    finally:
-        bar.close()
-    return pd.DataFrame(rows)
+    for mask in first:
+        j = 0
+        while j < L:
+            if j not in done:
+                replay(j)
+            j = done[j][mask]
+    while len(done) < min(cap, L):
+        reach = sorted({n for nxt in done.values() for n in nxt.values() if n < L and n not in done})
+        replay((reach or [j for j in range(L) if j not in done])[0])
+    return rows
 
 
 def save(df: pd.DataFrame, folder: str | Path, meta: dict) -> Path:
@@ -332,48 +332,44 @@ def resolve_schedulers(schedulers: dict[str, str | Path], depth: int) -> dict:
 
 def decode(pair, prompts: list[dict], config: DecodeConfig, profiles: list[tuple[float, DeviceProfile]],
            schedulers: dict[str, str | Path], max_new: int = 64, progress: bool = True,
-           journal: Journal | None = None) -> pd.DataFrame:
+           journal: Journal | None = None, engine: Engine = LOCAL, seconds: dict | None = None) -> pd.DataFrame:
     """Real decodes with scheduler artifacts (name -> folder), switching rules (name -> a rule
     schedule with its value, "rule:match=2") or fixed schedules ("small", "mid", a mask) at each
     (ratio, profile), on the modelled clock: one
     row per (prompt, ratio, scheduler) as `price` has them, with each round's schedule. A family artifact takes the profile's
     T_tgt / T_mid; any other artifact is run as it is on every profile (what a single-profile
-    scheduler does off its own device); a rule decides the same way on every profile. `journal`
-    (`resume.Journal`): each decode's row is stored as it finishes ("decode/<name>/<ratio>/<i>/<qid>");
-    decodes it holds are not run again (no state crosses prompts: the map's small drafter is the n-gram one)."""
+    scheduler does off its own device); a rule decides the same way on every profile. Each decode is one
+    unit (`decode_prompt`) on `engine` (on Ray, `pair` is a `PairLoader`); `journal` (`resume.Journal`): each
+    decode's row is stored as it finishes ("decode/<name>/<ratio>/<i>/<qid>"); decodes it holds are not run
+    again (no state crosses prompts: the map's small drafter is the n-gram one)."""
+    arts = resolve_schedulers(schedulers, config.depth)
+    loader = loader_of(pair)
+    units = [Unit(f"decode/{name}/{ratio!r}/{i}/{p['question_id']}", decode_prompt, (p, config, ratio, prof, name, art, max_new),
+                  loader)
+             for ratio, prof in profiles for name, art in arts.items() for i, p in enumerate(prompts)]
+    parts = run_units(units, engine, journal, desc="decode (prompt, ratio, scheduler)", progress=progress,
+                      seconds=seconds)
+    return pd.DataFrame([row for part in parts for row in part])
+
+
+def decode_prompt(pair, p: dict, config: DecodeConfig, ratio: float, prof: DeviceProfile, name: str, art,
+                  max_new: int) -> list[dict]:
+    """One row of `decode`: prompt `p` decoded by scheduler `name` (`art`: its loaded artifact, or a schedule
+    string) on `prof`, the profile at `ratio`."""
     from treegraft_lab.decoder import TreeGraftDecoder
     from treegraft_lab.schedule.adaptive import AdaptivePolicy, mid_card_agreement
     from treegraft_lab.schedule.artifact import AGREEMENT
 
-    arts = resolve_schedulers(schedulers, config.depth)
-    agree = {n: mid_card_agreement(pair) for n, a in arts.items() if not isinstance(a, str) and AGREEMENT in a.inputs}
-    rows = []
-    journal = journal or Journal()
-    bar = tqdm(total=len(prompts) * len(profiles) * len(arts), desc="decode", mininterval=10, disable=not progress)
-    try:  # the bar closes before a Ctrl-C's line is printed
-        for ratio, prof in profiles:
-            for name, art in arts.items():
-                policy = art if isinstance(art, str) else AdaptivePolicy(art, agree.get(name))
-                dec = TreeGraftDecoder(pair, replace(config, schedule=policy, temperature=0.0), prof)
-                for i, p in enumerate(prompts):
-                    key = f"decode/{name}/{ratio!r}/{i}/{p['question_id']}"
-                    if journal.get(key) is not None:
-                        rows += journal.get(key)
-                        bar.update(1)
-                        continue
-                    g = dec.generate(p["turns"][0], max_new_tokens=max_new)
-                    s = g.stats
-                    acc = s["accepted_per_round"] * s["rounds"]
-                    rows.append({"qid": str(p["question_id"]), "category": p.get("category", ""), "ratio": ratio,
-                                 "schedule": name, "tokens": s["new_tokens"], "ms": s["modelled_ms"], "rounds": s["rounds"],
-                                 "accepted": round(acc), "mid_calls": round(s["mid_calls_per_round"] * s["rounds"]),
-                                 "speedup": s["new_tokens"] * prof.target_ms(1) / s["modelled_ms"],
-                                 "schedules": " ".join(r.schedule for r in g.rounds)})
-                    journal.add(key, rows[-1:])
-                    bar.update(1)
-    finally:
-        bar.close()
-    return pd.DataFrame(rows)
+    policy = art if isinstance(art, str) else AdaptivePolicy(art, mid_card_agreement(pair) if AGREEMENT in art.inputs else None)
+    g = TreeGraftDecoder(pair, replace(config, schedule=policy, temperature=0.0), prof).generate(
+        p["turns"][0], max_new_tokens=max_new)
+    s = g.stats
+    return [{"qid": str(p["question_id"]), "category": p.get("category", ""), "ratio": ratio, "schedule": name,
+             "tokens": s["new_tokens"], "ms": s["modelled_ms"], "rounds": s["rounds"],
+             "accepted": round(s["accepted_per_round"] * s["rounds"]),
+             "mid_calls": round(s["mid_calls_per_round"] * s["rounds"]),
+             "speedup": s["new_tokens"] * prof.target_ms(1) / s["modelled_ms"],
+             "schedules": " ".join(r.schedule for r in g.rounds)}]
 
 
 def load_decodes(folder: str | Path, base: str, reps: list[Replays] | None = None,

@@ -4,6 +4,7 @@ the workbench's tiny runs (`workbench.tiny_run`), decoded in a second on any CPU
 from __future__ import annotations
 
 import types
+import zlib
 
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen3Config
@@ -25,7 +26,8 @@ class StubTokenizer:
         return " ".join(f"t{int(i)}" for i in ids)
 
     def __call__(self, text: str):
-        return {"input_ids": [hash(w) % self.vocab for w in text.split()]}
+        # a stable hash (not Python's, which differs from process to process): Ray workers tokenize alike
+        return {"input_ids": [zlib.crc32(w.encode()) % self.vocab for w in text.split()]}
 
 
 def tiny_model(arch: str = "llama", vocab: int = 64, layers: int = 2, hidden: int = 32, seed: int = 0,

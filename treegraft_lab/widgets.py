@@ -519,29 +519,33 @@ def words_table(df: pd.DataFrame, **kw: Any) -> Any:
     return styled(in_words(df), **kw).hide(axis="index").set_table_styles(GROUPED_CSS[:1], overwrite=False)
 
 
-def paying_round(pair: Any, run: Any, config: Any, profile: Any, run_id: int = 0, tries: int = 8) -> tuple[int, str]:
-    """The round a view of WHEN opens on, and why in words: of the first `tries` rounds `viz.called_rounds`
-    names (a mid call whose accepted path goes through a node only the mid drafter drafted, mixed schedules
-    first), the first where `config` (the run's settings: its schedule, trees and pruning), replayed from
-    that round's start on `profile`, emits more tokens per modelled second than all-small and all-mid
-    replayed from the same start; else the first it names; else `viz.showcase_round`'s."""
+def paying_round(pair: Any, run: Any, config: Any, profile: Any, tries: int = 12) -> tuple[int, int, str]:
+    """The (prompt, round) a view of WHEN opens on, and why in words. Candidates, over every prompt of the
+    run: the rounds `viz.called_rounds` names (a mid call whose accepted path goes through a node only the
+    mid drafter drafted, mixed schedules first), the best kind of every prompt before the next kind. Of
+    the first `tries`, the first where `config` (the run's settings: its schedule, trees and pruning),
+    replayed from that round's start on `profile`, emits more tokens per modelled second than all-small
+    and all-mid replayed from the same start; else the first candidate; else `viz.showcase_round`'s of
+    the first prompt. Returns (run id, round, why)."""
     from treegraft_lab.decoder import replay_round
     from treegraft_lab.viz import called_rounds, showcase_round
     from treegraft_lab.workbench import round_context
 
-    rounds = called_rounds(run, run_id)
-    if not rounds:
-        return showcase_round(run, run_id)
-    prompt_len = len(run.runs[run.runs["run"] == run_id].iloc[0]["prompt_ids"])
+    found = sorted(((kind, int(run_id), rd, why) for run_id in sorted(run.runs["run"].unique())
+                    for rd, kind, why in called_rounds(run, int(run_id))), key=lambda c: c[0])  # stable
+    if not found:
+        return (0, *showcase_round(run, 0))
 
-    def eta(rd: int, schedule: Any) -> float:
-        info, _ = replay_round(pair, round_context(run, rd, run_id), replace(config, schedule=schedule), prompt_len, profile)
+    def eta(run_id: int, rd: int, schedule: Any) -> float:
+        prompt_len = len(run.runs[run.runs["run"] == run_id].iloc[0]["prompt_ids"])
+        info, _ = replay_round(pair, round_context(run, rd, run_id), replace(config, schedule=schedule), prompt_len,
+                               profile)
         return (info.accepted + 1) / info.modelled_ms
 
-    for rd, why in rounds[:tries]:
-        if eta(rd, config.schedule) > max(eta(rd, "small"), eta(rd, "mid")):
-            return rd, f"{why}; replayed from its start, it beats all-small and all-mid on {profile.name}"
-    return rounds[0]
+    for _, run_id, rd, why in found[:tries]:
+        if eta(run_id, rd, config.schedule) > max(eta(run_id, rd, "small"), eta(run_id, rd, "mid")):
+            return int(run_id), rd, f"prompt {run_id}, {why}; replayed from its start, it beats all-small and all-mid on {profile.name}"
+    return int(found[0][1]), found[0][2], f"prompt {found[0][1]}, {found[0][3]}"
 
 
 class SchedulePlayground(W.VBox):

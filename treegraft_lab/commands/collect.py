@@ -2,6 +2,7 @@
 
     treegraft-lab collect --split train --shard 0/4   # one job of an array
     treegraft-lab collect --merge                     # after all shards
+    treegraft-lab collect --shards 4 --profile a100-paper   # all four shards on Ray (local, or --address), then merged
     treegraft-lab collect --profile a100-paper --out data/trajectories/<pair>-a100
 
 Trees are pruned and priced with one device profile (treegraft_lab.costs): this device's
@@ -17,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from treegraft_lab import engine
 from treegraft_lab.commands.common import add_prune_argument, check_pair, growth_from_args
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import TRAJECTORIES_DIR
@@ -41,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(exact for greedy decoding; the target runs once per prompt; nothing timed)")
     parser.add_argument("--timed", type=int, default=3, help="schedules per round start verified alone, timed")
     parser.add_argument("--shard", default="0/1", help="i/n: this job collects prompts i, i+n, ...")
+    parser.add_argument("--shards", type=int, default=None, metavar="N",
+                        help="collect all N shards, each a unit on Ray (--workers, --address; --no-ray: one after "
+                             "another here), then merge them")
     parser.add_argument("--profile", default="wall",
                         help="device profile the trees are pruned and priced with: 'wall' (this device's, measured "
                              "once and cached), a name such as a100-paper, or a JSON file (default: %(default)s)")
@@ -63,7 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--children", type=int, default=10, help="children per frontier parent (k)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads (0: torch default; with --shards on Ray: per shard, default 1)")
+    engine.add_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--resume", action="store_true",
                         help="continue this shard's interrupted collection in --out (the same flags): prompts it "
@@ -95,6 +102,11 @@ def _drafter_record(mid_id: str) -> dict:
             "mid_final": r.get("elapsed", 0) >= 60 * r.get("config", {}).get("minutes", float("inf")) - 5}
 
 
+def decode_of(args: argparse.Namespace) -> dict:
+    """The replayed trees' DecodeConfig overrides the flags give."""
+    return {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune, **growth_from_args(args)}
+
+
 def check_inputs(args: argparse.Namespace) -> tuple[dict, list[dict]]:
     """The replayed trees' DecodeConfig overrides and the prompts, each refused in one line."""
     from treegraft_lab.config import DecodeConfig
@@ -105,7 +117,7 @@ def check_inputs(args: argparse.Namespace) -> tuple[dict, list[dict]]:
         if value < 1:
             raise TreeGraftError(f"{flag} {value}: give a number >= 1")
     check_pair(None if args.target else args.pair)
-    decode = {"depth": args.depth, "width": args.width, "budget": args.budget, "prune": args.prune, **growth_from_args(args)}
+    decode = decode_of(args)
     DecodeConfig(**decode)  # a bad budget, depth, width, growth or small drafter
     prompts = tuning_prompts(args.prompts, split=args.split, purpose="collect (scheduler training data)", limit=args.limit,
                              per_category=args.per_category)
@@ -120,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
 
     from treegraft_lab import costs, measure
     from treegraft_lab.costs import DeviceProfile
-    from treegraft_lab.training.collect import CollectConfig, collect_shard, merge
+    from treegraft_lab.training.collect import collect_shard, merge
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -136,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
     from treegraft_lab import load_pair
 
     decode, prompts = check_inputs(args)  # every setting is refused here, before any model loads
+    if args.shards is not None:
+        return _all_shards(args, prompts)
     fixed = None if args.profile == "wall" else costs.load(args.profile)
     out = args.out or (None if args.target else _out_dir(args))
     journal = _journal(args, out, shard, prompts) if out else None  # an interrupted run is refused before loading
@@ -148,11 +162,9 @@ def run(args: argparse.Namespace) -> int:
     journal.check({"pair": pair.name, **{k: v for k, v in meta.items() if k != "threads"}})
     profile = journal.once("profile", lambda: fixed or measure.resolve("wall", pair), DeviceProfile.to_dict,
                            DeviceProfile.from_dict)  # resumed: the profile the run began with
-    cfg = CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
-                        shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag,
-                        warm=args.warm, known=args.known_answer)
     try:
-        path = collect_shard(pair, prompts, cfg, out, profile, meta=meta, progress=not args.quiet, journal=journal)
+        path = collect_shard(pair, prompts, _config(args, shard, decode), out, profile, meta=meta,
+                             progress=not args.quiet, journal=journal)
     except KeyboardInterrupt:
         print(journal.interrupted("collect", f"{journal.count()} of {len(prompts[shard[0]::shard[1]])} prompts of shard "
                                              f"{shard[0]}/{shard[1]}"), file=sys.stderr)
@@ -162,11 +174,93 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config(args: argparse.Namespace, shard: tuple[int, int], decode: dict):
+    from treegraft_lab.training.collect import CollectConfig
+
+    return CollectConfig(states=args.states, max_new=args.max_new, seed=args.seed, shard=shard,
+                         shared_verify=not args.exact_verify, timed=args.timed, decode=decode, mid_lag=args.mid_lag,
+                         warm=args.warm, known=args.known_answer)
+
+
+def pair_loader(args: argparse.Namespace):
+    """How each Ray worker loads the pair (`engine.PairLoader`): --pair, or --target / --mid; a test swaps in its own."""
+    from treegraft_lab.engine import PairLoader
+
+    if args.target or args.mid:
+        raise TreeGraftError("--shards loads the pair on each worker by its name: give --pair (not --target / --mid), "
+                             "or collect one --shard at a time")
+    return PairLoader(args.pair, args.device, args.dtype)
+
+
+def _all_shards(args: argparse.Namespace, prompts: list[dict]) -> int:
+    """`--shards N`: every shard a unit on Ray (each keeps its own journal, so a shard whose worker died, or a
+    run resumed, continues from the prompts it stored), then the shards merged into trajectories.parquet."""
+    from treegraft_lab import costs, measure
+    from treegraft_lab.training.collect import merge
+
+    check_pair(args.pair)
+    if args.shards < 1:
+        raise TreeGraftError(f"--shards {args.shards}: give a number >= 1")
+    if args.shard != "0/1":
+        raise TreeGraftError("give --shards N (all shards) or --shard i/n (one of them), not both")
+    runs_on = engine.from_args(args, threads=args.threads or 1)
+    out = _out_dir(args)
+    shards = [(i, args.shards) for i in range(args.shards)]
+    for shard in shards:  # an interrupted shard without --resume, or other flags, is refused before anything runs
+        _journal(_as_shard(args, shard), out, shard, prompts)
+    loader = pair_loader(args)
+    fixed = None if args.profile == "wall" else costs.load(args.profile)
+    profile = fixed or measure.resolve("wall", loader())  # every shard prices with one profile
+    units = [engine.Unit(f"shard/{i}", collect_unit, (_as_shard(args, (i, n)), (i, n), prompts, out, profile), loader)
+             for i, n in shards]
+    try:
+        paths = engine.run(units, runs_on, desc="collect (shards)", progress=not args.quiet)
+    except KeyboardInterrupt:
+        print(f"collect: interrupted; each shard's stored prompts are in {out}; resume with: "
+              f"{resume_command(args)}", file=sys.stderr)
+        raise
+    path = merge(out, fixed)
+    print("\n".join(paths + [str(path)]))
+    return 0
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    from treegraft_lab import resume
+
+    return f"{resume.command(args, 'collect')} --resume"
+
+
+def _as_shard(args: argparse.Namespace, shard: tuple[int, int]) -> argparse.Namespace:
+    """`args` as one shard's job runs it (`--shard i/n`; its journal's settings are that job's)."""
+    return argparse.Namespace(**{**vars(args), "shard": f"{shard[0]}/{shard[1]}", "shards": None})
+
+
+def collect_unit(pair, args: argparse.Namespace, shard: tuple[int, int], prompts: list[dict], out: Path, priced) -> str:
+    """One shard of `--shards`, on a worker: its journal opened to continue (the driver refused an interrupted one
+    without --resume), collected, closed; the shard's file path."""
+    import torch
+
+    from treegraft_lab.costs import DeviceProfile
+    from treegraft_lab.training.collect import collect_shard
+
+    journal = _journal(argparse.Namespace(**{**vars(args), "resume": True}), out, shard, prompts)
+    decode = decode_of(args)
+    meta = {"prompts": str(args.prompts), "split": args.split, "dtype": str(pair.dtype), "threads": torch.get_num_threads(),
+            **_drafter_record(getattr(pair, "mid_id", ""))}
+    journal.check({"pair": pair.name, **{k: v for k, v in meta.items() if k != "threads"}})
+    profile = journal.once("profile", lambda: priced, DeviceProfile.to_dict, DeviceProfile.from_dict)
+    path = collect_shard(pair, prompts, _config(args, shard, decode), out, profile, meta=meta, progress=False,
+                         journal=journal)
+    journal.close()
+    return str(path)
+
+
 def _journal(args: argparse.Namespace, out: Path, shard: tuple[int, int], prompts: list[dict]):
     """The shard's journal (`resume.Journal`), stored with every flag that changes what is collected."""
     from treegraft_lab import resume
     from treegraft_lab.training.collect import journal_folder
 
-    settings = {**resume.flags(args, ("out", "quiet", "threads", "merge")), "prompts digest": resume.digest(prompts)}
+    skip = ("out", "quiet", "threads", "merge", "shards", "workers", "address", "no_ray")  # where it runs changes nothing
+    settings = {**resume.flags(args, skip), "prompts digest": resume.digest(prompts)}
     return resume.Journal.open(journal_folder(out, shard), settings, resume.command(args, "collect"), args.resume,
                                "collect", "--out")

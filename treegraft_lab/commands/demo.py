@@ -18,19 +18,9 @@ import argparse
 import time
 
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.presets import DEFAULT_PAIR, SHOWCASE_PROFILE
+from treegraft_lab.presets import DEFAULT_PAIR, DEMO_PROMPTS, SHOWCASE_PROFILE
 
-PROMPTS = {  # kind -> one user message
-    "copies": ("Add type hints and a docstring to this function; keep its body exactly as it is.\n\n"
-               "def moving_average(values, window):\n    result = []\n    total = 0.0\n"
-               "    for i, value in enumerate(values):\n        total += value\n        if i >= window:\n"
-               "            total -= values[i - window]\n        if i >= window - 1:\n"
-               "            result.append(total / window)\n    return result\n"),
-    "in between": ("The library opens at 9 am on weekdays and at 10 am on Saturdays. It is closed on Sundays. "
-                   "Members may borrow up to five books for three weeks. Late books cost 20 cents a day.\n\n"
-                   "When does the library open on Saturdays, how many books may a member borrow, and for how long?"),
-    "fresh": "Write a short poem about a lighthouse keeper who waits for a storm.",
-}
+PROMPTS = DEMO_PROMPTS  # kind -> one user message (presets.py)
 WARMUP_PROMPT = "List three facts about the moon."
 REPEATS = 3  # timed generations per prompt and method, interleaved; their spread is printed
 

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from treegraft_lab import engine
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.paths import DATA_DIR, SCHEDULER_DIR
 from treegraft_lab.presets import DEFAULT_PAIR, REGIME_SCHEDULES
@@ -77,7 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "prompts and decodes it stored are not run again")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads (0: torch default; on Ray: per unit, default 1)")
+    engine.add_arguments(parser)
 
 
 def _ratios(text: str) -> list[float]:
@@ -178,24 +181,28 @@ def run(args: argparse.Namespace) -> int:
         if not prompts:
             raise TreeGraftError(f"no {args.split} prompts in {args.prompts!r}: the validation split is the suite "
                                  f"treegraft-validation (--prompts treegraft-validation --split validation)")
-        if args.threads:
+        runs_on = engine.from_args(args, threads=args.threads or 1)
+        if args.threads and not runs_on.workers:
             torch.set_num_threads(args.threads)
         journal = _journal(args, folder, prompts, schedulers)  # an interrupted run is refused before any model loads
-        pair = load_pair(args.pair, device=args.device, dtype=args.dtype)
+        # in this process the pair loads here; on Ray each worker loads it once (`engine.PairLoader`)
+        pair = load_pair(args.pair, device=args.device, dtype=args.dtype) if not runs_on.workers else \
+            pair_loader(args.pair, args.device, args.dtype)
         meta = {"pair": args.pair, "prompts": args.prompts, "split": args.split, "per_category": args.per_category,
                 "max_new": args.max_new, "decode": {k: v for k, v in cfg.to_dict().items() if k != "clock"},
-                "dtype": str(pair.dtype)}
+                "dtype": str(pair.dtype if not runs_on.workers else pair.planned_dtype())}
+        seconds, t0 = {}, time.perf_counter()
         try:
             if args.collect:
                 have = regime.load(folder)[0] if (folder / "replays.parquet").is_file() else None
                 df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have,
-                                    profile=base, journal=journal)
+                                    profile=base, journal=journal, engine=runs_on, seconds=seconds)
                 regime.save(df, folder, {**meta, "starts_cap": args.starts})
             if args.decode:
                 folder.mkdir(parents=True, exist_ok=True)
                 for name, path in schedulers.items():  # one file per scheduler: runs for other ratios are kept
                     runs = regime.decode(pair, prompts, cfg, regime.ratio_profiles(base, ratios), {name: path}, args.max_new,
-                                         journal=journal)
+                                         journal=journal, engine=runs_on, seconds=seconds)
                     old = folder / f"decodes-{base.name}-{name}.parquet"
                     if old.is_file():
                         prev = pd.read_parquet(old)
@@ -209,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
             print(journal.interrupted("regime", " and ".join(done)), file=sys.stderr)
             raise
         journal.close()
+        print(f"regime: {engine.timing_words(seconds, time.perf_counter() - t0, runs_on)}", file=sys.stderr)
     if args.decode and not (folder / "replays.parquet").is_file():
         return 0  # decoded before the replays were collected: the map waits for them
     df, _ = regime.load(folder)
@@ -251,12 +259,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def pair_loader(name: str, device: str, dtype: str):
+    """How each Ray worker loads the pair (`engine.PairLoader`); a test swaps in its own."""
+    from treegraft_lab.engine import PairLoader
+
+    return PairLoader(name, device, dtype)
+
+
 def _journal(args: argparse.Namespace, folder: Path, prompts: list[dict], schedulers: dict):
     """The replay folder's journal of this --collect / --decode (`resume.Journal`): stored with every flag
     that changes what is collected or decoded, the prompts' and the scheduler artifacts' digests."""
     from treegraft_lab import resume
 
-    skip = ("replays", "figure", "steps_figure", "markdown", "mids", "heatmap", "schedules", "threads", "scheduler")
+    skip = ("replays", "figure", "steps_figure", "markdown", "mids", "heatmap", "schedules", "threads", "scheduler",
+            "workers", "address", "no_ray")  # where the units run changes nothing they compute
     settings = {**resume.flags(args, skip), "prompts digest": resume.digest(prompts),
                 "--scheduler": {n: [str(p), resume.digest(p)] for n, p in schedulers.items()} if args.decode else None}
     return resume.Journal.open(folder / "partial", settings, resume.command(args, "regime"), args.resume, "regime",
@@ -358,7 +374,8 @@ def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
     if len(whole) < len(held):
         print(f"{len(held) - len(whole)} held-out prompts lack replayed starts: left out ({len(whole)} kept)")
     profiles = regime.ratio_profiles(base, ratios)
-    walks, rows = im.learn(whole, extra, profiles, cfg, workers=_workers())
+    runs_on = engine.from_args(args)  # each (learner, signal set, fold) a unit of one torch thread
+    walks, rows = im.learn(whole, extra, profiles, cfg, engine=runs_on)
     walks.to_parquet(held_dir / im.WALKS.format(profile=base.name), index=False)
     best = max((r for r in rows if r["causal"]), key=lambda r: r["mean_capture"])
     final = im.train(whole + extra, profiles, cfg, list(signal_set(best["signal_set"])), best["learner"],
@@ -370,17 +387,17 @@ def _learn(args: argparse.Namespace, base, cfg, ratios: list[float]) -> int:
     out = learned_folder(args.pair)
     final.save(out)
     (held_dir / im.SUMMARY).write_text(json.dumps({"profile": base.name, "ratios": ratios, "prompts": len(whole),
-                                                    "commands": ["treegraft-lab regime --learn"], "machine": _machine(),
+                                                    "commands": ["treegraft-lab regime --learn"], "machine": _machine(runs_on),
                                                     "date": date.today().isoformat(), "minutes": round((time.time() - t0) / 60, 1),
                                                     "learners": rows, "chosen": f"{best['learner']}:{best['signal_set']}",
                                                     "scheduler": str(out)}, indent=1, default=float) + "\n")
-    (out / "CARD.md").write_text(_card(rows, best, final, whole, extra, base, ratios, time.time() - t0))
+    (out / "CARD.md").write_text(_card(rows, best, final, whole, extra, base, ratios, time.time() - t0, runs_on))
     print(pd.DataFrame(rows)[["learner", "signal_set", "causal", "mean_capture", "ci95", "cells", "below_098"]].to_string(index=False))
     print(f"chosen: {best['learner']} on {best['signal_set']} ({final.parameters} parameters): {out}")
     return 0
 
 
-def _card(rows: list[dict], best: dict, final, held, extra, base, ratios: list[float], seconds: float) -> str:
+def _card(rows: list[dict], best: dict, final, held, extra, base, ratios: list[float], seconds: float, runs_on) -> str:
     """The learned scheduler's card: how it was made and what it takes of the oracle's gain on held-out prompts."""
     from datetime import date
 
@@ -394,7 +411,7 @@ def _card(rows: list[dict], best: dict, final, held, extra, base, ratios: list[f
 {', '.join(final.features)}. Decided before each draft step of a round (not in a generation's first round);
 its online cost is one {len(final.features)}x{final.doc['hidden']} matrix product a step.
 
-How it was made: `treegraft-lab regime --learn` on {date.today().isoformat()}, {_machine()}, {seconds / 60:.0f} min.
+How it was made: `treegraft-lab regime --learn` on {date.today().isoformat()}, {_machine(runs_on)}, {seconds / 60:.0f} min.
 It learns from the oracle of the stored replays (the cheapest walk over every round start, a100-paper with the mid
 curve scaled to T_mid / T_tgt = {', '.join(f'{r:g}' for r in ratios)}): at each step, Q0 and Q1 are the costs of the best
 masks that continue small and mid from there. Imitation learns which is lower (weighted by their gap); the value
@@ -418,15 +435,11 @@ Chosen: {best['learner']} on {best['signal_set']}. The same numbers: `treegraft-
 """
 
 
-def _machine() -> str:
-    """This CPU, its vector extensions and cores (`bench.hardware`), as the learned scheduler's provenance names them."""
+def _machine(runs_on=None) -> str:
+    """This CPU, its vector extensions and cores (`bench.hardware`), and where the units ran, as the learned
+    scheduler's provenance names them."""
     from treegraft_lab.bench import hardware
 
     h = hardware()
-    return f"{h['cpu']}, CPU flags {h['cpu_isa']}, {h['cores']} cores, {_workers()} worker processes of one torch thread"
-
-
-def _workers() -> int:
-    import os
-
-    return min(2, os.cpu_count() or 1)
+    where = f", {runs_on.words()}" if runs_on is not None else ""
+    return f"{h['cpu']}, CPU flags {h['cpu_isa']}, {h['cores']} cores{where}"

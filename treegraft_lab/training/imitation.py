@@ -23,6 +23,8 @@ import pandas as pd
 import torch
 
 from treegraft_lab.costs import DeviceProfile, scheduler_costs
+from treegraft_lab.engine import LOCAL, Engine, Unit
+from treegraft_lab.engine import run as run_units
 from treegraft_lab.regime import Replays, masks
 from treegraft_lab.replay import leaf_ms
 from treegraft_lab.schedule.context import RoundHistory, StepContext
@@ -266,45 +268,32 @@ def train(prompts: list[Prompt], profiles: list[tuple[float, DeviceProfile]], co
 
 
 # ---------------------------------------------------------------------------- held-out capture
-def cross_fit(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, DeviceProfile]], config,
-              features: list[str], kind: str, folds: int = 6, seed: int = 0, workers: int = 1, **kw) -> pd.DataFrame:
-    """Every `held` prompt walked by a learner that never read it: `folds` grouped folds over `held`,
-    each learner trained on the other folds plus `extra` (the folds in `workers` processes). One row
-    per (prompt, ratio) as `walk`'s, with "ratio" and "fold"."""
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(held))
+def fold_units(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, DeviceProfile]], config,
+               features: list[str], kind: str, folds: int = 6, seed: int = 0, key: str = "fold", **kw) -> list[Unit]:
+    """`cross_fit`'s folds as units (`treegraft_lab.engine`): `folds` grouped folds over `held`, drawn from `seed`,
+    one unit each ("<key>/<fold>"), whose learner is trained on the other folds plus `extra`."""
+    order = np.random.default_rng(seed).permutation(len(held))
     fold_of = {held[i].qid: f % folds for f, i in enumerate(order)}
-    def one(f: int) -> list[dict]:
-        train_on = [p for p in held if fold_of[p.qid] != f] + extra
-        policy = train(train_on, profiles, config, features, kind, seed=seed, **kw)
-        out = [{**w, "ratio": r, "fold": f} for p in held if fold_of[p.qid] == f for r, prof in profiles
-               if (w := walk(p, prof, config, policy.decide, hindsight=HINDSIGHT in features)) is not None]
-        return out
-
-    for p in held + extra:  # priced once here: forked workers inherit the cache
-        for _, prof in profiles:
-            values(p, prof)
-    return pd.DataFrame([row for part in _map(one, range(folds), workers) for row in part])
+    return [Unit(f"{key}/{f}", fold_walks, (held, extra, fold_of, f, profiles, config, features, kind, seed, kw))
+            for f in range(folds)]
 
 
-def _map(fn, items, workers: int) -> list:
-    """`fn` over `items`, in `workers` forked processes (one torch thread each) where more than one."""
-    items = list(items)
-    if workers <= 1:
-        return [fn(x) for x in items]
-    import multiprocessing as mp
-
-    global _TASK
-    _TASK = fn
-    with mp.get_context("fork").Pool(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-        return pool.map(_run_task, items)
+def fold_walks(held: list[Prompt], extra: list[Prompt], fold_of: dict[str, int], f: int,
+               profiles: list[tuple[float, DeviceProfile]], config, features: list[str], kind: str, seed: int,
+               kw: dict) -> list[dict]:
+    """One fold: a learner trained on every `held` prompt outside fold `f` plus `extra`, walking fold `f`'s."""
+    train_on = [p for p in held if fold_of[p.qid] != f] + extra
+    policy = train(train_on, profiles, config, features, kind, seed=seed, **kw)
+    return [{**w, "ratio": r, "fold": f} for p in held if fold_of[p.qid] == f for r, prof in profiles
+            if (w := walk(p, prof, config, policy.decide, hindsight=HINDSIGHT in features)) is not None]
 
 
-_TASK = None
-
-
-def _run_task(x):
-    return _TASK(x)
+def cross_fit(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, DeviceProfile]], config,
+              features: list[str], kind: str, folds: int = 6, seed: int = 0, engine: Engine = LOCAL, **kw) -> pd.DataFrame:
+    """Every `held` prompt walked by a learner that never read it (`fold_units`, run on `engine`). One row
+    per (prompt, ratio) as `walk`'s, with "ratio" and "fold"."""
+    parts = run_units(fold_units(held, extra, profiles, config, features, kind, folds, seed, **kw), engine, progress=False)
+    return pd.DataFrame([row for part in parts for row in part])
 
 
 def speedup_table(priced: pd.DataFrame, runs: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -366,13 +355,14 @@ def priced_endpoints(prompts: list[Prompt], profiles: list[tuple[float, DevicePr
 
 def learn(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, DeviceProfile]], config,
           folds: int = 6, dagger: int = 2, seed: int = 0, signal_sets: tuple[str, ...] | None = None,
-          learners: tuple[str, ...] = LEARNERS, hindsight: bool = True, workers: int = 1,
+          learners: tuple[str, ...] = LEARNERS, hindsight: bool = True, engine: Engine = LOCAL,
           log=print) -> tuple[pd.DataFrame, list[dict]]:
     """Every (learner, signal set) cross-fitted over the `held` prompts (`cross_fit`, `extra` always in
     training): their held-out walks (one frame, columns "learner" and "signal_set" added) and one
     summary row each (capture over the cells where the oracle is >= 1.15x the better endpoint,
     its bootstrap 95% interval over prompts, cells, below_098, per-ratio gains; "causal"). With
-    `hindsight`, one more row, not a scheduler: imitation on the last set plus `HINDSIGHT`."""
+    `hindsight`, one more row, not a scheduler: imitation on the last set plus `HINDSIGHT`. Every
+    (learner, signal set, fold) is one unit on `engine` (`fold_units`; the same folds and seeds wherever it runs)."""
     from treegraft_lab.schedule.stepwise import SIGNAL_SETS, signal_set
 
     priced = priced_endpoints(held, profiles)
@@ -380,9 +370,15 @@ def learn(held: list[Prompt], extra: list[Prompt], profiles: list[tuple[float, D
     todo = [(kind, sset, list(signal_set(sset))) for kind in learners for sset in sets]
     if hindsight:
         todo.append(("imitation", sets[-1] + HINDSIGHT_SET, [*signal_set(sets[-1]), HINDSIGHT]))
+    for p in held + extra:  # priced once here (what runs in this process reads it)
+        for _, prof in profiles:
+            values(p, prof)
+    units = [fold_units(held, extra, profiles, config, feats, kind, folds, seed, f"learn/{kind}:{sset}", dagger=dagger)
+             for kind, sset, feats in todo]
+    parts = run_units([u for us in units for u in us], engine, desc="learn (learner, signal set, fold)")
     runs, rows = [], []
-    for kind, sset, feats in todo:
-        r = cross_fit(held, extra, profiles, config, feats, kind, folds, seed, workers, dagger=dagger)
+    for i, (kind, sset, feats) in enumerate(todo):
+        r = pd.DataFrame([row for part in parts[i * folds:(i + 1) * folds] for row in part])
         name = f"{kind}:{sset}"
         table = speedup_table(priced, r, name)
         cap = capture_of(table, name)

@@ -208,7 +208,9 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
             fig.add_annotation(text=f"no boundary: g {'>' if z.min() > 0 else '<'} 0 everywhere", showarrow=False,
                                xref="x domain" if i == 0 else f"x{i + 1} domain", yref="y domain" if i == 0 else f"y{i + 1} domain",
                                x=0.5, y=0.5, bgcolor="rgba(255,255,255,0.8)", font={"size": 11})
-        for call, name in ((True, "recorded: called mid"), (False, "recorded: skipped")):
+        kinds = ((False, "recorded: skipped"), (True, "recorded: called mid"))
+        calls = int(at["recorded call"].astype(bool).sum())
+        for call, name in kinds if calls <= len(at) - calls else kinds[::-1]:  # the fewer drawn last: on top
             d = at[at["recorded call"] == call]
             fig.add_trace(go.Scatter(x=d[sx], y=d[sy], mode="markers", name=name, showlegend=i == 0, legendgroup=name,
                                      marker={"color": COLORS["mid" if call else "small"], "size": 9,

@@ -673,11 +673,11 @@ def showcase_round(run, run_id: int = 0) -> tuple[int, str]:
     return r, f"round {r}: the round that accepted most (no mid step in this run reselected an earlier node or drafted an accepted one)"
 
 
-def called_rounds(run, run_id: int = 0) -> list[tuple[int, str]]:
-    """The rounds where the run's schedule called the mid drafter and the call paid off in acceptance, each
-    with why in words, best first: those whose schedule called it at some steps and skipped it at others
-    and whose accepted path goes through a node only the mid drafter drafted (the small drafter had not
-    proposed it); then the other rounds with a call and such a node; then those with a call whose accepted
+def called_rounds(run, run_id: int = 0) -> list[tuple[int, int, str]]:
+    """The rounds where the run's schedule called the mid drafter and the call paid off in acceptance, as
+    (round, kind, why in words), best kind first: 0, its schedule called it at some steps and skipped it at
+    others and its accepted path goes through a node only the mid drafter drafted (the small drafter had
+    not proposed it); 1, another round with a call and such a node; 2, a round with a call whose accepted
     path goes through a node it drafted (the small drafter too). Empty where it never called."""
     st, tr = run.steps[run.steps["run"] == run_id], run.tree[run.tree["run"] == run_id]
     calls = st.groupby("round")["call_mid"].agg(lambda c: (bool(c.astype(bool).any()), bool(c.astype(bool).all())))
@@ -687,20 +687,20 @@ def called_rounds(run, run_id: int = 0) -> list[tuple[int, str]]:
     only_mid = {int(r) for r in acc["round"][acc["drafted_by"] == "mid"]}
     by_mid = {int(r) for r in acc["round"][acc["drafted_by"].isin(["mid", "both"])]}
     paid = "the accepted path goes through a node only the mid drafter drafted"
-    out: list[tuple[int, str]] = []
-    for want, why in ((mixed & only_mid, f"the scheduler calls the mid drafter at some steps, skips it at others, and {paid}"),
-                      (called & only_mid, f"the scheduler calls the mid drafter and {paid}"),
-                      (called & by_mid, "the scheduler calls the mid drafter and the accepted path goes through a node "
-                                        "it drafted")):
-        seen = {r for r, _ in out}
-        out += [(r, f"round {r}: {why}") for r in sorted(want - seen)]
+    tiers = ((mixed & only_mid, f"the scheduler calls the mid drafter at some steps, skips it at others, and {paid}"),
+             (called & only_mid, f"the scheduler calls the mid drafter and {paid}"),
+             (called & by_mid, "the scheduler calls the mid drafter and the accepted path goes through a node it drafted"))
+    out: list[tuple[int, int, str]] = []
+    for kind, (want, why) in enumerate(tiers):
+        seen = {r for r, _, _ in out}
+        out += [(r, kind, f"round {r}: {why}") for r in sorted(want - seen)]
     return out
 
 
 def called_round(run, run_id: int = 0) -> tuple[int, str] | None:
     """The first of `called_rounds` (the round, and why in words); None where the run never called the mid drafter."""
     rounds = called_rounds(run, run_id)
-    return rounds[0] if rounds else None
+    return (rounds[0][0], rounds[0][2]) if rounds else None
 
 
 def showcase_step(run, round: int, run_id: int = 0) -> int | None:
