@@ -113,3 +113,22 @@ def test_a_profile_says_its_mid_cost_ratio_only_when_its_name_sets_one():
     assert "mid drafter at T_mid / T_tgt = 0.1" in costs.profile_name(costs.load(SHOWCASE_PROFILE))
     measured = replace(costs.load("a100-paper"), name="smollm2-pocket@cpu-387188")  # a measured profile's cache name
     assert "T_mid / T_tgt" not in costs.profile_name(measured)
+
+
+@pytest.mark.slow
+def test_the_demos_when_table_has_adaptive_calling_the_mid_drafter_and_beating_both_endpoints(smollm2_dir, capsys):
+    """`showcase` (what `treegraft-lab demo` prints after its speed tables) on the demo's prompt "in between":
+    every row lossless, a progress bar while it decodes, adaptive (the family scheduler there) making mid calls
+    and beating all-small and all-mid, and the printed row and sentence those of the returned rows."""
+    from treegraft_lab.commands.demo import showcase, showcase_sentence
+    from treegraft_lab.models import load_pair
+    from treegraft_lab.presets import DEMO_PROMPTS
+
+    out = showcase(load_pair("smollm2-pocket", dtype="float32"), {"in between": DEMO_PROMPTS["in between"]}, 64)
+    printed, err = capsys.readouterr()
+    by = {r["schedule"]: r for r in out["in between"]}
+    assert all(r["lossless"] for r in by.values()) and "WHEN table" in err
+    assert by["adaptive"]["mid_calls_per_round"] > 0
+    assert by["adaptive"]["speedup"] > max(by["small"]["speedup"], by["mid"]["speedup"])
+    assert f"{by['adaptive']['speedup']:.2f}x ({by['adaptive']['mid_calls_per_round']:.2f})" in printed
+    assert showcase_sentence(out) in printed and "here family-topk-lookup, the family scheduler" in printed

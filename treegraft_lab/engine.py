@@ -117,7 +117,8 @@ class Engine:
         if not self.workers:
             return "in one process, without Ray"
         where = f"the Ray cluster at {self.cluster}" if self.cluster else "a local Ray on this machine"
-        return f"{self.workers} Ray workers of {self.threads} torch thread{'s' * (self.threads > 1)} each, on {where}"
+        return (f"{self.workers} Ray worker{'s' * (self.workers > 1)} of {self.threads} torch "
+                f"thread{'s' * (self.threads > 1)} each, on {where}")
 
 
 LOCAL = Engine(workers=0)  # every unit here, in order: what a call from Python does unless given an engine
@@ -139,7 +140,7 @@ def _task(unit: Unit, threads: int) -> tuple[Any, float]:
     return call(unit), time.perf_counter() - t0
 
 
-def run(units: Sequence[Unit], engine: Engine = Engine(), journal: Any = None, desc: str = "units",
+def run(units: Sequence[Unit], engine: Engine = LOCAL, journal: Any = None, desc: str = "units",
         progress: bool = True, on_done: Callable[[Unit, Any], None] | None = None,
         seconds: dict[str, float] | None = None) -> list[Any]:
     """Every unit's result, in the units' order: those `journal` holds read from it, the others run on

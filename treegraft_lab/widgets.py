@@ -523,10 +523,10 @@ def paying_round(pair: Any, run: Any, config: Any, profile: Any, tries: int = 12
     """The (prompt, round) a view of WHEN opens on, and why in words. Candidates, over every prompt of the
     run: the rounds `viz.called_rounds` names (a mid call whose accepted path goes through a node only the
     mid drafter drafted, mixed schedules first), the best kind of every prompt before the next kind. Of
-    the first `tries`, the first where `config` (the run's settings: its schedule, trees and pruning),
-    replayed from that round's start on `profile`, emits more tokens per modelled second than all-small
-    and all-mid replayed from the same start; else the first candidate; else `viz.showcase_round`'s of
-    the first prompt. Returns (run id, round, why)."""
+    the first `tries`, the one where `config` (the run's settings: its schedule, trees and pruning),
+    replayed from that round's start on `profile`, emits the most tokens per modelled second over the
+    better of all-small and all-mid replayed from the same start, where that is above 1; else the first
+    candidate; else `viz.showcase_round`'s of the first prompt. Returns (run id, round, why)."""
     from treegraft_lab.decoder import replay_round
     from treegraft_lab.viz import called_rounds, showcase_round
     from treegraft_lab.workbench import round_context
@@ -542,10 +542,13 @@ def paying_round(pair: Any, run: Any, config: Any, profile: Any, tries: int = 12
                                profile)
         return (info.accepted + 1) / info.modelled_ms
 
-    for _, run_id, rd, why in found[:tries]:
-        if eta(run_id, rd, config.schedule) > max(eta(run_id, rd, "small"), eta(run_id, rd, "mid")):
-            return int(run_id), rd, f"prompt {run_id}, {why}; replayed from its start, it beats all-small and all-mid on {profile.name}"
-    return int(found[0][1]), found[0][2], f"prompt {found[0][1]}, {found[0][3]}"
+    gains = [(eta(run_id, rd, config.schedule) / max(eta(run_id, rd, "small"), eta(run_id, rd, "mid")), i)
+             for i, (_, run_id, rd, _) in enumerate(found[:tries])]
+    gain, i = max(gains, key=lambda g: (g[0], -g[1]))  # the largest gain; the first of equals
+    _, run_id, rd, why = found[i] if gain > 1 else found[0]
+    beats = (f"; replayed from its start, it beats the better of all-small and all-mid by {gain:.2f}x on {profile.name}"
+             if gain > 1 else "")
+    return run_id, rd, f"prompt {run_id}, {why}{beats}"
 
 
 class SchedulePlayground(W.VBox):
