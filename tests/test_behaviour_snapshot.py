@@ -32,8 +32,8 @@ BASE = dict(depth=5, width=10, children=10, budget=63, max_nodes=None, ngram_max
             ngram_chain=True, chain_len=None, lookback=5, fuse_prompt=True, stop_on_relax_zero=False,
             first_step_fallback=False, matcher="index", frontier_order="score", mid_scores_all=False, recycle_below=2,
             temperature=0.0, expanded_graft=True, non_destructive=True, call_budget=None, mid_in_first_round=False, seed=0)
-FULL = dict(BASE, lookup=0, chain_frontier=False, min_step_p=0.0, small="ngram")
-LOOKUP = dict(BASE, lookup=16, chain_frontier=True, min_step_p=0.1, small="ngram+recycling")
+FULL = dict(BASE, lookup=0, lookup_longest=False, chain_frontier=False, min_step_p=0.0, small="ngram")
+LOOKUP = dict(BASE, lookup=16, lookup_longest=True, chain_frontier=True, min_step_p=0.1, small="ngram+recycling")
 RELEASE = dict(FULL, fuse_prompt=False, stop_on_relax_zero=True, first_step_fallback=True, matcher="release",
                frontier_order="match", mid_scores_all=True)
 GROWTHS = {"full": FULL, "lookup": LOOKUP, "release": RELEASE}
