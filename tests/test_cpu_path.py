@@ -44,7 +44,11 @@ def test_packed_tree_forward_matches_the_stock_forward(arch, n):
 def test_packed_bf16_tree_forward_matches_the_stock_bf16_forward_to_bf16_rounding(n):
     stock = tiny_model("llama", vocab=64, layers=2, hidden=32).to(torch.bfloat16)
     packed = copy.deepcopy(stock)
-    assert cpu_path.supported(packed) is None and cpu_path.install(packed)
+    if not cpu_path.onednn_bf16():  # an AVX2-only CPU: the path says why and leaves the model stock
+        assert "without oneDNN's bf16 kernels" in cpu_path.supported(packed)
+        assert not cpu_path.install(packed) and not cpu_path.installed(packed)
+    else:
+        assert cpu_path.supported(packed) is None and cpu_path.install(packed)
     ids = [(7 * i) % 64 for i in range(30 + n)]
     out = []
     for m in (stock, packed):
@@ -98,10 +102,14 @@ def test_growing_cache_matches_dynamic_cache_through_growth_crop_and_keep():
     assert torch.equal(grow.update(k, v)[0], ref.update(k, v)[0])
 
 
-def test_the_packed_path_is_refused_where_it_does_not_apply():
+def test_the_packed_path_is_refused_where_it_does_not_apply(monkeypatch):
     model = tiny_model("llama", vocab=64, layers=2, hidden=32).to(torch.float16)
     assert "float32 and bfloat16 only" in cpu_path.supported(model)
     assert not cpu_path.install(model) and not cpu_path.installed(model)
+    monkeypatch.setattr(cpu_path, "onednn_bf16", lambda: False)  # as on an AVX2-only CPU
+    bf16 = tiny_model("llama", vocab=64, layers=2, hidden=32).to(torch.bfloat16)
+    assert "without oneDNN's bf16 kernels" in cpu_path.supported(bf16)
+    assert not cpu_path.install(bf16) and cpu_path.supported(bf16.float()) is None
 
 
 def test_load_pair_runs_float32_cpu_pairs_on_the_packed_path(tiny_llama_dir, tiny_qwen3_dir):

@@ -153,7 +153,7 @@ def test_the_table_shows_the_profile_priced_round_beside_the_measured_one(tiny):
 def test_the_profile_selector_changes_the_profile_every_replay_decides_on(tiny):
     pair, run, _ = tiny
     pg = SchedulePlayground(pair, run, round=1)
-    assert pg.clock.value == "wall" and [v for _, v in pg.clock.options] == ["wall", "a100-paper"]
+    assert pg.clock.value == "wall" and [v for _, v in pg.clock.options] == ["wall", "a100-paper", "a100-paper@0.1"]
     pg.clock.value = "a100-paper"
     assert all(c.clock == "a100-paper" for c in pg.settings().values())
     pg.replay()

@@ -50,6 +50,9 @@ def supported(model) -> str | None:
         return f"dtype {model.dtype} (the packed path runs float32 and bfloat16 only)"
     if not hasattr(torch.ops.mkldnn, "_linear_pointwise") or not torch.backends.mkldnn.is_available():
         return "this torch build has no oneDNN linear"
+    if model.dtype == torch.bfloat16 and not onednn_bf16():
+        return ("bfloat16 on a CPU without oneDNN's bf16 kernels (they need avx512bw/vl/dq or "
+                "avx_ne_convert): the stock path runs it")
     layers = getattr(getattr(model, "model", None), "layers", None)
     if not layers:
         return "no decoder layers found (model.model.layers)"
@@ -66,6 +69,12 @@ def supported(model) -> str | None:
         if getattr(attn, "sliding_window", None):
             return "sliding-window attention"
     return None
+
+
+def onednn_bf16() -> bool:
+    """True when oneDNN's packed bf16 products run on this CPU (AVX-512 bw/vl/dq or avx_ne_convert)."""
+    check = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return bool(check()) if check is not None else False
 
 
 def installed(model) -> bool:

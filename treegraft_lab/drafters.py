@@ -139,12 +139,13 @@ class NgramIndex:
     def longest_match(self, longest: int = 64) -> tuple[int, int] | None:
         """Suffix decoding's match: (n, position of the token after it) for the longest suffix of the
         committed text (up to `longest` tokens) that occurred before, at its latest occurrence; None
-        when the last token never occurred before. One vectorised pass back from the end."""
-        seq = torch.as_tensor(self.tokens)
+        when the last token never occurred before. One vectorised pass back from the end, in numpy:
+        the committed text is a host-side list, so the match reads no device tensor."""
+        seq = np.asarray(self.tokens)
         end = len(seq) - 1
         if end < 1:
             return None
-        cand = torch.nonzero(seq[:end] == seq[end]).flatten()  # positions whose token is the last one
+        cand = np.flatnonzero(seq[:end] == seq[end])  # positions whose token is the last one
         if not len(cand):
             return None
         n = 1
