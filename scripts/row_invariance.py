@@ -19,10 +19,6 @@ SHAPES = ((3072, 576), (576, 1536), (49152, 576))  # gate|up, down, output head
 ROWS = (8, 32, 33, 64, 128)
 
 
-def lin(x: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-    return torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "")
-
-
 def main() -> None:
     torch.manual_seed(0)
     isa = " ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in cpu_flags())
@@ -35,9 +31,9 @@ def main() -> None:
             continue
         for o, i in SHAPES:
             p, x = cpu_path.pack((torch.randn(o, i) * 0.05).to(dt)), torch.randn(128, i).to(dt)
-            alone = torch.cat([lin(x[r : r + 1], p) for r in range(128)])
-            diff = [int((lin(x[:m], p) != alone[:m]).any(1).sum()) for m in ROWS]
-            blocks = torch.cat([lin(x[s : s + 32], p) for s in range(0, 128, 32)])
+            alone = torch.cat([cpu_path.linear(x[r : r + 1], p) for r in range(128)])
+            diff = [int((cpu_path.linear(x[:m], p) != alone[:m]).any(1).sum()) for m in ROWS]
+            blocks = torch.cat([cpu_path.linear(x[s : s + 32], p) for s in range(0, 128, 32)])
             print(f"| {str(dt)[6:]} | linear [{o}, {i}] | " + " | ".join(f"{d} of {m}" for d, m in zip(diff, ROWS))
                   + f" | {int((blocks != alone).any(1).sum())} of 128 |")
         q, k = torch.randn(3, 384, 64).to(dt), torch.randn(3, 600, 64).to(dt)

@@ -47,8 +47,8 @@ def test_packed_bf16_tree_forward_matches_the_stock_bf16_forward_to_bf16_roundin
     if not cpu_path.onednn_bf16():  # an AVX2-only CPU: the path says why and leaves the model stock
         assert "without oneDNN's bf16 kernels" in cpu_path.supported(packed)
         assert not cpu_path.install(packed) and not cpu_path.installed(packed)
-    else:
-        assert cpu_path.supported(packed) is None and cpu_path.install(packed)
+        return  # no packed bf16 forward here to compare
+    assert cpu_path.supported(packed) is None and cpu_path.install(packed)
     ids = [(7 * i) % 64 for i in range(30 + n)]
     out = []
     for m in (stock, packed):
