@@ -11,6 +11,7 @@ import pytest
 from treegraft_lab import bench, budget
 from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
+from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
 from treegraft_lab.tiny import tiny_pair
@@ -443,3 +444,47 @@ def test_value_pruning_starts_a_run_from_what_each_drafters_edges_earned_in_earl
     assert prior == pytest.approx((0 + 2 * 0.75) / (20 + 2))  # the 3-gram drafter's earned rate as the prior
     other = ValuePruner(pr.profile, carried={})  # a pruner that saw no earlier run starts from the score again
     assert other.chances(tree)[1] == pytest.approx(fresh)
+
+
+def test_a_repeats_rows_are_the_wall_runs_then_each_modelled_clocks_with_hf_methods_priced_by_their_forwards():
+    prof = DeviceProfile("flat", {1: 10.0, 64: 10.0}, {1: 1.0, 64: 1.0}, small_ms=0.5)
+    q, ids = {"question_id": "q1", "category": "code"}, [1, 2, 3]
+    outs = {("ar", "wall"): {"token_ids": [7, 8, 9], "wall_s": 0.3, "target_calls": [3, 1, 1]},
+            ("small", "wall"): {"token_ids": [7, 8, 9], "wall_s": 0.1, "rounds": 2},
+            ("small", "flat"): {"token_ids": [7, 8, 0], "wall_s": 0.2, "modelled_ms": 40.0, "rounds": 2}}
+    order = [("ar", "wall"), ("small", "wall"), ("small", "flat")]
+    rows = bench.repeat_rows(q, ids, 1, order, outs, ["ar", "small"], {"flat": prof})
+    assert [(r["method"], r["clock"], r["repeat"]) for r in rows] == [
+        ("ar", "wall", 1), ("small", "wall", 1), ("ar", "flat", 1), ("small", "flat", 1)]
+    ar_flat, small_flat = rows[2], rows[3]
+    assert ar_flat["wall_s"] == pytest.approx(0.03)  # three target forwards of 10 ms, the prefill as one token
+    assert ar_flat["measured_wall_s"] == 0.3 and small_flat["measured_wall_s"] == 0.2
+    assert small_flat["wall_s"] == pytest.approx(0.04) and small_flat["diverge_at"] == 2 and not small_flat["match"]
+    wall_only = bench.repeat_rows(q, ids, 1, order, outs, ["ar", "small"], {})  # a repeat past model_repeats
+    assert [(r["method"], r["clock"]) for r in wall_only] == [("ar", "wall"), ("small", "wall")] and wall_only[1]["match"]
+
+
+def test_the_wall_clock_runs_every_method_unless_modelled_only_and_ar_comes_first_once():
+    assert bench.methods_with_ar(["small", "ar", "small", "hf-pld"]) == ["ar", "small", "hf-pld"]
+    with pytest.raises(TreeGraftError, match="unknown method"):
+        bench.methods_with_ar(["small", "nope"])
+    methods = ["ar", "small", "hf-pld"]
+    assert bench.wall_keys(methods, {"a100-paper": None}, False) == [(m, "wall") for m in methods]
+    assert bench.wall_keys(methods, {}, True) == [(m, "wall") for m in methods]  # no modelled clock: all on the wall
+    assert bench.wall_keys(methods, {"a100-paper": None}, True) == [("ar", "wall"), ("hf-pld", "wall")]
+
+
+def test_the_bench_command_reads_its_methods_and_knows_which_need_the_mid_drafter():
+    from types import SimpleNamespace
+
+    from treegraft_lab.commands import bench as cmd
+
+    assert cmd.bench_methods(" ar, small,,10101 ") == ["ar", "small", "10101"]
+    with pytest.raises(TreeGraftError, match="unknown method\\(s\\) nope; known: ar, "):
+        cmd.bench_methods("ar,nope")
+    assert not cmd.needs_mid(["ar", "hf-pld", "small", "recycling", "suffix"])
+    assert cmd.needs_mid(["ar", "10101"]) and cmd.needs_mid(["hf-assisted"])
+    pair = SimpleNamespace(name="p", target_id="t", mid_id="")
+    args = SimpleNamespace(prompts="treegraft-suite", split="eval", limit_per_category=2)
+    assert cmd.run_settings(pair, args) == {"pair": "p", "target": "t", "mid": "", "prompt_suite": "treegraft-suite",
+                                            "split": "eval", "limit_per_category": 2}

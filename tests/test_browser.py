@@ -249,7 +249,8 @@ def tiny_run_cell() -> str:
     from treegraft_lab import tiny
 
     return (inspect.getsource(tiny) + "\nfrom treegraft_lab import DecodeConfig, TreeGraftDecoder, record, viz\n"
-            "from treegraft_lab.widgets import SchedulePlayground, StepThroughViewer\n"
+            "from treegraft_lab.views.playground import SchedulePlayground\n"
+            "from treegraft_lab.views.step_through import StepThroughViewer\n"
             "pair = tiny_pair()\npair.mid = pair.target  # the target as its own mid drafter: paths get accepted\n"
             "dec = TreeGraftDecoder(pair, DecodeConfig(schedule='10101', budget=12, clock='a100-paper'))  # no device profile needed\n"
             "with record(dec) as rec:\n    dec.generate([5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7], max_new_tokens=20)\n"
@@ -301,7 +302,7 @@ OTHER_TWINS = [  # defects the page-level checks catch (not look()'s cell checks
      "sticky.add_class('tg-twin-sticky')\nsticky", "stale-cue-not-cleared"),
 ]
 PROFILE_TWINS = [  # a profile line or a table/verdict with one defect each, and the real ones clean
-    ("from treegraft_lab import costs\nfrom treegraft_lab.widgets import ProfileLine\n"
+    ("from treegraft_lab import costs\nfrom treegraft_lab.views.profile import ProfileLine\n"
      "ProfileLine(costs.load('a100-paper').scaled(mid=3.0))  # a mid call dearer than a target step", "profile-insane"),
     ("from IPython.display import HTML\nHTML('<div class=\"tg-profile\" data-order=\"checked\" data-mid-ms=\"40\" "
      "data-target-ms=\"66.7\">profile paper A100: a mid forward of 64 tokens 40.0 ms vs 66.7 ms</div>')  # no n, no date",
@@ -309,7 +310,7 @@ PROFILE_TWINS = [  # a profile line or a table/verdict with one defect each, and
     ("ProfileLine(costs.load('a100-paper'))", None),
     ("pd.DataFrame({'speedup': [1.2, float('nan')]})", "nan-shown"),
     ("from IPython.display import Markdown\nMarkdown('the verdict: all-mid (nanx)')", "nan-shown"),
-    ("from treegraft_lab import workbench as wb\nwb.styled(pd.DataFrame({'speedup': [1.2, float('nan')]}))", None),
+    ("from treegraft_lab.viz.style import styled\nstyled(pd.DataFrame({'speedup': [1.2, float('nan')]}))", None),
 ]
 TWIN_EXPECT = [None, "matplotlib-text", "widget-not-shown", "wider-than-output", "wider-than-output", "outside-figure",
                "controls-overlap", "controls-overlap", None, None] + [kind for _, kind in TREE_TWINS] + ["image-shrunk"] + [

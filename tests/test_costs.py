@@ -341,7 +341,7 @@ def test_a_cached_profile_that_is_insane_or_lacks_its_spread_is_measured_again(c
 
 
 def test_every_profile_line_names_n_spread_date_and_the_mid_against_the_target():
-    from treegraft_lab.widgets import ProfileLine, profile_html, profile_line
+    from treegraft_lab.views.profile import ProfileLine, profile_html, profile_line
 
     a100 = costs.load("a100-paper")
     line = profile_line(a100)
@@ -358,7 +358,7 @@ def test_every_profile_line_names_n_spread_date_and_the_mid_against_the_target()
 
 
 def test_the_re_measure_button_measures_again_and_shows_the_new_profile_or_why_it_was_refused(monkeypatch):
-    from treegraft_lab.widgets import ProfileLine
+    from treegraft_lab.views.profile import ProfileLine
 
     key = {"hardware": "Intel Xeon", "dtype": "float32", "threads": 2}
     old, new = (costs.DeviceProfile(name, {1: 100.0, 128: 200.0}, {1: 30.0, 400: 90.0}, 0.5, key=key, n=5, spread=0.1,

@@ -159,6 +159,25 @@ def test_tiny_eos_and_stopping_criteria_stop_where_hf_stops(tiny):
     assert got == ids + new[:7] and stop.seen == list(range(len(ids) + 1, len(ids) + 8))  # asked after each token
 
 
+def test_a_rounds_tokens_are_kept_and_streamed_up_to_the_first_stop():
+    from treegraft_lab.hf.generation import GenerateCall, emit_tokens
+
+    def call(max_new=10, stop=(), criteria=()):
+        return GenerateCall(torch.tensor([[1, 2]]), [1, 2], None, DecodeConfig(), None, max_new, set(stop), list(criteria))
+
+    rec, out = Recording(), [7]
+    assert not emit_tokens([8, 9], out, call(), rec) and out == [7, 8, 9]  # no stop: the next round follows
+    assert rec.calls == [("put", [8]), ("put", [9])]
+    out = []
+    assert emit_tokens([3, 4, 5, 6], out, call(stop={5}), None) and out == [3, 4, 5]  # the stop token is kept
+    out = []
+    assert emit_tokens([3, 4, 5], out, call(max_new=2), None) and out == [3, 4]
+    stop = StopAtLength(5)  # prompt 2 + 3 new tokens
+    out = []
+    assert emit_tokens([3, 4, 5, 6], out, call(criteria=[stop]), None) and out == [3, 4, 5] and stop.seen == [3, 4, 5]
+    assert not emit_tokens([], out, call(), None)
+
+
 @pytest.mark.parametrize(("kwargs", "says"), [
     (dict(input_ids=torch.tensor([PROMPTS[0], PROMPTS[0]])), "batch size 2 is not supported"),
     (dict(num_beams=2), "num_beams=2 is not supported"),

@@ -336,7 +336,7 @@ def test_an_oracle_round_commits_the_best_of_its_replayed_schedules(monkeypatch,
     ms (first round) or tokens - lambda x ms with lambda the run's tokens per ms so far (ties: fewer
     mid calls); the committed round is that replay: same acceptance, same price."""
     from treegraft_lab import costs
-    from treegraft_lab import decoder as decoder_module
+    from treegraft_lab import replay as replay_module
     from treegraft_lab.replay import leaf_ms
 
     replays = []
@@ -346,8 +346,8 @@ def test_an_oracle_round_commits_the_best_of_its_replayed_schedules(monkeypatch,
         replays.append(out[1])
         return out
 
-    real = decoder_module.replay_all
-    monkeypatch.setattr(decoder_module, "replay_all", spy)
+    real = replay_module.replay_all
+    monkeypatch.setattr(replay_module, "replay_all", spy)
     prof = costs.DeviceProfile(costs_of, **ORACLE_PROFILES[costs_of])
     pair = noisy_pair()
     g = TreeGraftDecoder(pair, DecodeConfig(schedule="oracle"), profile=prof).generate(PROMPTS[2], max_new_tokens=24)

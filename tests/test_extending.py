@@ -81,6 +81,17 @@ def test_each_part_of_ones_own_decodes_what_hf_greedy_decodes_and_its_tree_is_re
     asked = steps[steps["round"] > 0]  # a generation's first round does not ask the policy
     assert (asked["call_mid"] == ((asked["step"] == 1) & (asked["root_match"] == 0))).all()
     assert asked["call_mid"].any() and not asked["call_mid"].all()  # the rule called the mid drafter, where it says
+    assert (ns["hooked_run"].rounds["kept"] <= 7).all() and (ns["where_run"].rounds["schedule"] == "10101").all()
+
+
+def test_a_where_of_ones_own_replaces_only_where(examples):
+    """The docs' NoReselect: a mid step's frontier holds only nodes the previous step grew."""
+    seen = []
+    dec = examples["dec"]
+    with dec.hooks([("step.expand", lambda ev: seen.append((ev.data["call_mid"], ev.data["frontier"], ev.data["last_new"])))]):
+        dec.generate(examples["prompt"], max_new_tokens=12)
+    mid = [(front, last) for call, front, last in seen if call and front]
+    assert mid and all(set(front) <= set(last) for front, last in mid)
 
 
 def test_a_part_without_its_protocols_methods_is_refused_in_one_line():

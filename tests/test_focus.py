@@ -95,12 +95,13 @@ def test_step_nodes_are_the_nodes_created_at_the_step_and_the_frontier():
 def test_two_methods_from_one_round_start_are_drawn_side_by_side_aligned_by_token_path(sample, monkeypatch):
     from treegraft_lab import load_pair
     from treegraft_lab import workbench as wb
+    from treegraft_lab.views.compare import compare_round
     from treegraft_lab.viz.compare import depth_table, kept_rows, side_by_side
 
     monkeypatch.setenv(wb.CLOCK_ENV, "a100-paper")
     monkeypatch.setattr(wb, "_PARAMS", [None])
     rd, _ = viz.showcase_round(sample)
-    runs = wb.compare_round(load_pair("smollm2-pocket", dtype="float32"), sample, rd, ("10101", "hf-pld"))
+    runs = compare_round(load_pair("smollm2-pocket", dtype="float32"), sample, rd, ("10101", "hf-pld"))
     a, b = kept_rows(runs["10101"]), kept_rows(runs["hf-pld"])
     assert (runs["10101"].rounds["schedule"] == "10101").all() and (runs["hf-pld"].rounds["schedule"] == "lookup").all()
     figs = side_by_side(runs["10101"], runs["hf-pld"], ("TreeGraft 10101", "prompt lookup"))
@@ -126,7 +127,8 @@ def test_two_methods_from_one_round_start_are_drawn_side_by_side_aligned_by_toke
 @pytest.mark.slow
 def test_the_picker_refuses_a_bad_pair_in_one_line_and_records_a_typed_prompt_into_the_viewer(sample, monkeypatch):
     from treegraft_lab import workbench as wb
-    from treegraft_lab.widgets import RunPicker, StepThroughViewer
+    from treegraft_lab.views.picker import RunPicker
+    from treegraft_lab.views.step_through import StepThroughViewer
 
     monkeypatch.setenv(wb.CLOCK_ENV, "a100-paper")
     monkeypatch.setattr(wb, "_PARAMS", [None])

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from treegraft_lab import workbench
 from treegraft_lab.training import grouped_cv
 from treegraft_lab.training.value import Scaler, group_folds
+from treegraft_lab.viz import importance
 
 
 def test_grouped_folds_keep_every_prompt_on_one_side_of_each_split():
@@ -27,11 +27,11 @@ def test_grouped_folds_keep_every_prompt_on_one_side_of_each_split():
         group_folds(["a", "b", "a"], 5)
 
 
-def test_workbench_folds_shrink_to_the_number_of_prompts():
+def test_notebook_folds_shrink_to_the_number_of_prompts():
     groups = ["a"] * 4 + ["b"] * 3 + ["c"] * 2
-    folds = workbench.group_folds(groups, 5)
+    folds = importance.group_folds(groups, 5)
     assert len(set(folds)) == 3 and all(len(set(folds[np.array(groups) == g])) == 1 for g in "abc")
-    assert (workbench.group_folds(["a", "a"], 5) == 0).all()
+    assert (importance.group_folds(["a", "a"], 5) == 0).all()
 
 
 def test_r2_is_nan_for_a_constant_target():
@@ -56,7 +56,7 @@ def synthetic_table(n_runs: int = 12, steps: int = 40, seed: int = 0) -> pd.Data
 
 
 def test_signal_importance_ranks_an_informative_signal_above_noise():
-    imp = workbench.signal_importance(synthetic_table(), ["noise", "informative"], n_folds=4, repeats=3)
+    imp = importance.signal_importance(synthetic_table(), ["noise", "informative"], n_folds=4, repeats=3)
     assert imp["signal"].tolist() == ["informative", "noise"]
     row = imp.set_index("signal")
     assert row.loc["informative", "gain_over_k"] > 0.8 and abs(row.loc["noise", "gain_over_k"]) < 0.05
@@ -65,7 +65,7 @@ def test_signal_importance_ranks_an_informative_signal_above_noise():
 
 
 def test_signal_importance_with_one_prompt_is_nan_not_an_error():
-    imp = workbench.signal_importance(synthetic_table(n_runs=1), ["noise", "informative"])
+    imp = importance.signal_importance(synthetic_table(n_runs=1), ["noise", "informative"])
     assert imp.attrs["folds"] == 1 and np.isnan(imp.attrs["r2_all"]) and imp["permutation_drop"].isna().all()
 
 

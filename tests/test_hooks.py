@@ -38,7 +38,7 @@ def test_without_hooks_no_event_is_even_built(pair, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("an event was built with no hook attached")
 
-    monkeypatch.setattr("treegraft_lab.decoder.HookEvent", boom)
+    monkeypatch.setattr("treegraft_lab.hooks.HookEvent", boom)
     TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=CLOCK)).generate(PROMPT, max_new_tokens=6)
 
 
@@ -103,3 +103,21 @@ def test_value_pruning_records_each_nodes_acceptance_chance(pair):
     with record(TreeGraftDecoder(pair, DecodeConfig(schedule="10101", clock=CLOCK))) as rec2:
         rec2.decoder.generate(PROMPT, max_new_tokens=4)
     assert rec2.to_frame()["tree"].accept_chance.isna().all()  # prune="topk" has no chances
+
+
+def test_each_hook_point_has_a_typed_payload_read_as_attributes_or_as_a_mapping(pair):
+    from treegraft_lab.hooks import PAYLOADS, RoundAccept, StepExpand
+
+    assert set(PAYLOADS) == set(HOOK_POINTS)
+    dec = TreeGraftDecoder(pair, DecodeConfig(schedule="10101", prune="topk", clock="a100-paper"))
+    seen = {}
+    with dec.hooks({p: (lambda ev: seen.setdefault(ev.name, ev.data) and None) for p in HOOK_POINTS}):
+        dec.generate([1, 2, 3, 4, 1, 2], max_new_tokens=4)
+    assert set(seen) == set(HOOK_POINTS)
+    expand, accept = seen["step.expand"], seen["round.accept"]
+    assert isinstance(expand, StepExpand) and expand.new == expand["new"] and set(expand) >= {"pool", "frontier"}
+    assert isinstance(accept, RoundAccept) and accept.info.accepted == len(accept.path) - 1
+    with pytest.raises(KeyError):
+        expand["no such field"]
+    with pytest.raises(TypeError):
+        PAYLOADS["round.prune"](kept=[0])  # a payload missing a field is refused where it is built

@@ -169,3 +169,26 @@ def lab_free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_the_welcome_names_the_folder_the_python_and_the_address_with_its_token(tmp_path):
+    text = lab.welcome(tmp_path, 9000, "abc123")
+    assert f"JupyterLab on {tmp_path}, notebooks run on {sys.executable}." in text
+    assert "\n    http://127.0.0.1:9000/lab?token=abc123\n" in text and f"Start with {lab.FIRST_NOTEBOOK}." in text
+
+
+def test_a_missing_notebooks_folder_or_a_bad_port_is_refused_before_any_server_starts(tmp_path):
+    from types import SimpleNamespace
+
+    from treegraft_lab.errors import TreeGraftError
+
+    with pytest.raises(TreeGraftError, match="no folder .*--notebooks DIR"):
+        lab.checked_root(SimpleNamespace(notebooks=tmp_path / "nope", port=9000))
+    with pytest.raises(TreeGraftError, match="port 70000 is not a port number"):
+        lab.checked_root(SimpleNamespace(notebooks=tmp_path, port=70000))
+    with socket.socket() as s:
+        s.bind((lab.HOST, 0))
+        taken = s.getsockname()[1]
+        with pytest.raises(TreeGraftError, match=f"port {taken} on 127.0.0.1 is in use"):
+            lab.checked_root(SimpleNamespace(notebooks=tmp_path, port=taken))
+    assert lab.checked_root(SimpleNamespace(notebooks=str(tmp_path), port=lab_free_port())) == tmp_path.resolve()

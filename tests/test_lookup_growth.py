@@ -83,7 +83,7 @@ def test_the_first_small_step_grafts_the_lookup_chain_deeper_than_d():
 def test_the_lookup_draft_is_matched_once_per_committed_text(monkeypatch):
     dec = started(schedule="small", lookup=10)
     calls = []
-    from treegraft_lab import decoder as decoder_module
+    from treegraft_lab import drafting as decoder_module
 
     real = decoder_module.lookup_draft
     monkeypatch.setattr(decoder_module, "lookup_draft", lambda idx, *a, **k: calls.append(len(idx.tokens)) or real(idx, *a, **k))

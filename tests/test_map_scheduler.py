@@ -200,3 +200,31 @@ def test_training_refuses_trajectories_of_drafters_replayed_on_other_trees(tmp_p
             "--trajectories", str(tmp_path / "b" / "trajectories.parquet")]
     assert cli.main(args) == 2
     assert "replayed other trees" in capsys.readouterr().err
+
+
+def test_train_scheduler_takes_six_known_signals_or_the_releases_and_refuses_others():
+    from treegraft_lab.commands.train_scheduler import chosen_signals
+
+    assert chosen_signals(None) is None and chosen_signals("") is None  # the CV's top 6
+    assert chosen_signals("release") == list(RELEASE_SIGNALS)
+    assert chosen_signals(",".join(SIGNALS[:6])) == list(SIGNALS[:6])
+    for bad in (",".join(SIGNALS[:5]), ",".join([*SIGNALS[:5], "nope"])):
+        with pytest.raises(TreeGraftError, match="--signals needs 6 of"):
+            chosen_signals(bad)
+
+
+def test_a_family_scheduler_is_priced_on_every_base_profile_at_every_family_ratio():
+    from treegraft_lab import costs
+    from treegraft_lab.commands.train_scheduler import family_profiles
+    from treegraft_lab.config import GROWTHS, DecodeConfig
+
+    args = SimpleNamespace(family="a100-paper", family_ratios="0.1:1:3")
+    family = family_profiles(args, "topk")
+    assert len(family) == 3 and all(p.target == costs.load("a100-paper").target for p in family)
+    tt, tm = zip(*(costs.scheduler_costs(p, DecodeConfig(**GROWTHS["lookup"])) for p in family))
+    assert [m / t for t, m in zip(tt, tm)] == pytest.approx([0.1, 0.316, 1.0])  # log-spaced, 3 significant digits
+    assert family_profiles(SimpleNamespace(family=None), "value") is None
+    with pytest.raises(TreeGraftError, match="collect them with --prune topk"):
+        family_profiles(args, "value")
+    with pytest.raises(TreeGraftError, match="--family-ratios '1:2'"):
+        family_profiles(SimpleNamespace(family="a100-paper", family_ratios="1:2"), "topk")

@@ -119,6 +119,30 @@ def test_unknown_pair_lists_the_known_ones():
     assert all(name in str(e.value) for name in PAIRS)
 
 
+def test_the_pairs_specs_are_the_named_pairs_unless_a_model_is_given(tmp_path):
+    from treegraft_lab.presets import DEFAULT_PAIR
+
+    assert models.pair_specs(None, None, None, True) == (DEFAULT_PAIR, *PAIRS[DEFAULT_PAIR])
+    assert models.pair_specs("qwen3-32b/1.7b", None, "m", True) == ("qwen3-32b/1.7b", "qwen3-32b", "m")
+    assert models.pair_specs(None, "t", None, False) == (None, "t", None)
+    with pytest.raises(TreeGraftError, match="does not exist"):  # a missing target folder is named first
+        models.pair_specs(None, tmp_path / "nope", None, True)
+    with pytest.raises(TreeGraftError, match="no mid drafter given"):
+        models.pair_specs(None, "qwen3-32b", None, True)
+
+
+def test_a_mid_that_cannot_be_found_is_skipped_with_a_warning_only_if_not_required(tmp_path, tiny_llama_dir):
+    cpu = torch.device("cpu")
+    assert models.resolve_mid(None, cpu, True) == (None, None, 4)
+    with pytest.warns(UserWarning, match="loading the target alone: .*does not exist"):
+        assert models.resolve_mid(str(tmp_path / "nope"), cpu, False) == (None, None, 4)
+    with pytest.warns(UserWarning, match="loading the target alone") as w:
+        assert load_pair(target=tiny_llama_dir, mid=str(tmp_path / "nope"), require_mid=False).mid is None
+    assert w[0].filename == __file__  # the warning names load_pair's caller
+    with pytest.raises(TreeGraftError, match=r"does not exist.*\(or load the target alone: require_mid=False\)"):
+        models.resolve_mid(str(tmp_path / "nope"), cpu, True)
+
+
 def test_registry_has_the_papers_pairs():
     paper = {
         "qwen3-32b/0.6b", "qwen3-32b/1.7b", "qwen3-32b/4b", "qwen3-32b/8b", "qwen3-8b/0.6b",

@@ -81,3 +81,51 @@ def test_a_private_name_read_through_the_full_module_path_is_caught():
     src = "import treegraft_lab.schedule.choice\nimport treegraft_lab\ntreegraft_lab.schedule.choice._dtypes('cpu', 'wall')\n" \
           "treegraft_lab._PUBLIC\nself._cache\n"
     assert sorted(private_uses(src)) == ["treegraft_lab._PUBLIC", "treegraft_lab.schedule.choice._dtypes"]
+
+
+def owned_private(source: str) -> set[str]:
+    """The private attribute names a module defines: its methods and class attributes, what it
+    assigns on any object (`self._x = ...`, `module._x = ...`) and passes by keyword."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.keyword) and node.arg:  # `parser.set_defaults(_run=...)`
+            names.add(node.arg)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Attribute):
+                        names.add(n.attr)
+                    elif isinstance(n, ast.Name):
+                        names.add(n.id)
+    return {n for n in names if private(n)}
+
+
+def foreign_private_reads(modules: dict[str, str]) -> list[str]:
+    """`where: x._y` for each private attribute `_y` read on another object (not `self` or `cls`) in a
+    module that does not define `_y` itself while another module of `modules` does."""
+    owned = {where: owned_private(src) for where, src in modules.items()}
+    found = []
+    for where, src in modules.items():
+        others = set().union(*(names for w, names in owned.items() if w != where))
+        for node in ast.walk(ast.parse(src)):
+            if not (isinstance(node, ast.Attribute) and private(node.attr)):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            if node.attr in others and node.attr not in owned[where]:
+                found.append(f"{where}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_module_reads_a_private_attribute_another_module_defines_on_its_objects():
+    package = {str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "treegraft_lab").rglob("*.py"))}
+    assert foreign_private_reads(package) == [], "make these public: a researcher's part must not need them"
+
+
+def test_a_private_method_called_on_another_modules_object_is_caught():
+    modules = {"decoder.py": "class D:\n    def _oracle_round(self):\n        return self._x\n",
+               "replay.py": "def run(dec):\n    return dec._oracle_round()\n",
+               "tree.py": "class T:\n    def f(self, other):\n        self._n = 1\n        return other._n\n"}
+    assert foreign_private_reads(modules) == ["replay.py: dec._oracle_round"]

@@ -12,7 +12,8 @@ import pytest
 from treegraft_lab import cli, costs, measure
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.tiny import tiny_pair
-from treegraft_lab.widgets import baseline_words, moved_words, profile_line
+from treegraft_lab.views.profile import profile_line
+from treegraft_lab.views.timing import baseline_words, moved_words
 
 QUIET = (0.1, 1.0)  # 1-minute load average before and after 40 s of measuring with 2 threads, nothing else running
 TWO_LOOPS = (2.0, 2.97)  # the same beside two busy loops that ran all along: 2 + 2 * (1 - e^(-40/60)) after

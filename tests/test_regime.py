@@ -304,3 +304,27 @@ def test_regime_capture_json_prints_one_object_per_scheduler_from_the_stored_map
     assert fam["cells"] >= 1 and "eval" in fam["split"]
     assert "adaptive-map" in out["schedulers"]
     assert -1 <= fam["mean_capture"] <= 1
+
+
+def test_stored_decodes_keep_a_schedulers_runs_at_other_ratios_and_replace_those_at_the_new_ones(tmp_path):
+    import pandas as pd
+
+    from treegraft_lab.commands.regime import store_decodes
+
+    path = tmp_path / "decodes-a100-paper-x.parquet"
+    store_decodes(path, pd.DataFrame({"ratio": [0.1, 0.6], "ms": [1.0, 2.0]}), [0.1, 0.6])
+    store_decodes(path, pd.DataFrame({"ratio": [0.6, 1.0], "ms": [3.0, 4.0]}), [0.6, 1.0])
+    got = pd.read_parquet(path)
+    assert got.to_dict("records") == [{"ratio": 0.1, "ms": 1.0}, {"ratio": 0.6, "ms": 3.0}, {"ratio": 1.0, "ms": 4.0}]
+
+
+def test_an_interrupted_collect_and_decode_says_how_much_of_each_is_stored():
+    from types import SimpleNamespace
+
+    from treegraft_lab.commands.regime import stored_words
+
+    journal = SimpleNamespace(count=lambda prefix: {"collect/": 3, "decode/": 5}[prefix])
+    both = SimpleNamespace(collect=True, decode=True)
+    assert stored_words(both, journal, 4, 2, 3) == \
+        "3 of 4 prompts replayed and 5 of 24 decodes (a prompt at a ratio with a scheduler)"
+    assert stored_words(SimpleNamespace(collect=True, decode=False), journal, 4, 2, 3) == "3 of 4 prompts replayed"

@@ -274,3 +274,24 @@ def test_the_map_holds_every_mid_drafter_whose_replays_are_stored():
 
     stored = {p.parent.name.removesuffix("-lookup-topk") for p in (DATA_DIR / "regime").glob("*-lookup-topk/replays.parquet")}
     assert set(regime.STORED_MIDS) == stored
+
+
+def test_the_heatmaps_grid_has_the_highest_agreement_on_top_and_marks_the_better_endpoint(two_mids):
+    import numpy as np
+
+    from treegraft_lab.viz.regime import PAPER_TAG, cell_grid, mid_axis_panels, ratio_tag
+
+    rows, ratios = [("high", 0.9), ("low", 0.45)], [0.1, 0.6]
+    assert cell_grid(two_mids, rows, ratios, "oracle_gain").ravel().tolist() == pytest.approx([1.2, 1.3, 1.05, 1.025])
+    assert cell_grid(two_mids, rows, ratios, "better").tolist() == [[1.0, 0.0], [0.0, 0.0]]  # 1: all-mid is better
+    fam = cell_grid(two_mids, rows, ratios, "adaptive-family_gain")
+    assert fam[:, 0].tolist() == pytest.approx([1.1, 1.0]) and np.isnan(fam[:, 1]).all()  # not priced at 0.6: grey
+    assert np.isnan(cell_grid(two_mids, rows, ratios, "nope")).all()
+    assert [col for col, _ in mid_axis_panels(two_mids, "adaptive-family")] == [
+        "oracle_gain", "adaptive-family_gain", "better"]
+    assert mid_axis_panels(two_mids, "adaptive-family")[1][1].endswith("(grey: not priced)")
+    assert [col for col, _ in mid_axis_panels(two_mids, None)] == ["oracle_gain", "better"]
+    marks = {"a100-paper": 0.601, "cpu": 0.1}
+    assert ratio_tag(0.6, marks, False, "a100-paper") == "\na100-paper"  # within 2%
+    assert ratio_tag(0.6, marks, True, "a100-paper") == f"\na100-paper\n\u25b2 {PAPER_TAG}"
+    assert ratio_tag(0.1, marks, True, "a100-paper") == "\ncpu" and ratio_tag(0.3, marks, True, "a100-paper") == ""

@@ -234,8 +234,9 @@ def test_a_rule_is_fitted_by_following_its_decisions_through_the_recorded_schedu
 def test_a_fitted_rule_is_read_by_name_and_offered_by_the_playground(tmp_path, monkeypatch):
     import json
 
+    from treegraft_lab import costs
     from treegraft_lab.schedule import rules
-    from treegraft_lab.widgets import rule_schedules
+    from treegraft_lab.schedule.discovery import rule_schedules
 
     pair = tiny_pair("llama", vocab=64)
     cfg = DecodeConfig(clock="a100-paper", budget=8)
@@ -244,8 +245,9 @@ def test_a_fitted_rule_is_read_by_name_and_offered_by_the_playground(tmp_path, m
     assert rules.rules_key(cfg) == "a100-paper-topk-lookup-ngram+recycling"  # the default settings
     pol = RulePolicy.for_config(DecodeConfig(schedule="rule:match", clock="a100-paper", budget=8), pair)
     assert pol.name == "rule:match=2"
-    assert rule_schedules(pair, cfg) == ["rule:match=2"]  # rule:score has no fitted value: not offered
-    assert rule_schedules(pair, DecodeConfig(clock="a100-paper", small="suffix")) == []  # fitted for the default small drafter only
+    a100 = costs.load("a100-paper")
+    assert rule_schedules(pair, cfg, a100) == ["rule:match=2"]  # rule:score has no fitted value: not offered
+    assert rule_schedules(pair, DecodeConfig(clock="a100-paper", small="suffix"), a100) == []  # fitted for the default small drafter only
 
 
 def test_value_pruning_keeps_its_counts_of_recycled_candidates_across_runs_and_recounts_the_rest():

@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import random
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -13,25 +16,37 @@ import torch
 
 from tests.test_decoder import hf_greedy
 from treegraft_lab import cli, kv, measure
+from treegraft_lab.baselines import autoregressive
 from treegraft_lab.config import DecodeConfig, preset
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import TreeGraftDecoder
 from treegraft_lab.drafters import NgramIndex
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.replay import replay_all
+from treegraft_lab.replay import DEEPEST, replay_all
 from treegraft_lab.schedule import artifact
 from treegraft_lab.schedule.adaptive import AdaptivePolicy
 from treegraft_lab.schedule.context import StepContext
 from treegraft_lab.schedule.policies import MaskPolicy
 from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS, compute_signals
 from treegraft_lab.tiny import noisy_pair, tiny_pair
-from treegraft_lab.training.collect import apply_costs, state_rows
+from treegraft_lab.training.collect import (
+    CollectConfig,
+    apply_costs,
+    next_state_id,
+    read_shard,
+    round_starts,
+    state_rows,
+)
 from treegraft_lab.training.distill import (
+    PipelineSetup,
     Student,
     canonical_states,
+    check_pipeline_args,
     choose_offset,
     fit_student,
     margin_labels,
+    margin_scale,
+    margins,
     n_params,
     oracle_rounds,
     replay_margins,
@@ -181,6 +196,32 @@ def test_a_known_answer_collection_accepts_what_verification_accepts(tmp_path, t
     assert v["accepted"].max() > 0  # something was accepted: the comparison is not all zeros
     assert k["meas_verify_ms"].isna().all()  # nothing verified: nothing timed
 
+
+def test_round_starts_are_drawn_in_the_first_max_new_tokens_and_none_lies_past_the_answers_end():
+    pair, ids, cfg = tiny_pair(), [5, 6, 7, 8], CollectConfig(states=3, max_new=12)
+    drawn = sorted(random.Random(0).sample(range(12), 3))
+    spots, cont, full = round_starts(pair, cfg, random.Random(0), set(), ids)
+    answer = autoregressive(pair, ids, max_new_tokens=drawn[-1]).token_ids
+    assert spots == drawn and cont == full == answer  # the continuation reaches the last start
+    end = drawn[-1] // 2  # the answer ends there: later starts are dropped, one at its end is kept
+    spots, cont, _ = round_starts(pair, cfg, random.Random(0), {answer[end]}, ids)
+    first = answer.index(answer[end])
+    assert cont == answer[: first + 1] and spots == [j for j in drawn if j <= first] != drawn
+    known = replace(cfg, known=True)
+    spots, cont, full = round_starts(pair, known, random.Random(0), set(), ids)
+    assert spots == drawn and len(full) == drawn[-1] + DEEPEST and cont == full[: drawn[-1]]
+    assert round_starts(None, replace(cfg, warm=True), random.Random(0), set(), ids) == (drawn, [], [])
+
+
+def test_a_shard_continues_after_its_stored_round_starts(tmp_path):
+    assert read_shard(tmp_path / "rows.parquet", tmp_path / "calls.parquet") == ([], [], set())
+    pd.DataFrame([{"qid": 7, "state": "0:4"}, {"qid": 8, "state": "0:11"}]).to_parquet(tmp_path / "rows.parquet")
+    pd.DataFrame([{"state": "0:4", "ms": 1.0}]).to_parquet(tmp_path / "calls.parquet")
+    rows, calls, done = read_shard(tmp_path / "rows.parquet", tmp_path / "calls.parquet")
+    assert done == {"7", "8"} and calls == [{"state": "0:4", "ms": 1.0}]
+    assert next_state_id(rows) == 12 and next_state_id([]) == 0
+
+
 # ---------------------------------------------------------------------------- labels and student
 def toy_states(D: int = 3) -> pd.DataFrame:
     """Every prefix at every step for two round starts: signal x = 0 (mid useless) and x = 1."""
@@ -274,6 +315,25 @@ def test_replay_margins_read_the_best_realised_future_of_each_choice():
     assert (y[st["state"] == "x0.0"] < 0).all()
     with pytest.raises(TreeGraftError, match="both a call and a skip"):
         replay_margins(df[df["schedule"] != "111"], st, D)  # the state "11" at k = 3 lost its call
+
+
+def test_the_teachers_margins_come_from_the_value_model_or_from_the_replays():
+    D, sig = 3, ["ngram_match"]
+    st = toy_states(D)
+    val = SimpleNamespace(eta=toy_eta_fn(D))
+    assert margins(PipelineSetup(st, sig, D), val, st, st) == pytest.approx(margin_labels(val.eta, st, sig, D))
+    df = toy_replays(D)
+    replayed = canonical_states(df)
+    y = margins(PipelineSetup(df, sig, D, teacher="replay"), None, df, replayed)  # no value model read
+    assert y == pytest.approx(replay_margins(df, replayed, D))
+    # only the relative head's margins in ms per token are scaled, by the round start's all-small tokens
+    assert margin_scale(PipelineSetup(df, sig, D, a_head="relative"), replayed) is None
+    scale = margin_scale(PipelineSetup(df, sig, D, a_head="relative", margin_unit="ms-per-token"), replayed)
+    assert scale == pytest.approx(np.ones(len(replayed)))  # toy_eta: all-small emits one token
+    with pytest.raises(TreeGraftError, match="teacher 'oracle': use value or replay"):
+        check_pipeline_args("linear", "oracle", "tokens-per-ms", None)
+    with pytest.raises(TreeGraftError, match="margin unit 'ms'"):
+        check_pipeline_args("linear", "value", "ms", None)
 
 
 def test_the_student_has_exactly_3265_parameters():
@@ -534,3 +594,28 @@ def test_margins_in_ms_per_token_keep_each_states_sign_and_weigh_slow_rounds_mor
         assert yi == pytest.approx(best[1] - best[0])
     with pytest.raises(TreeGraftError, match="margin unit 'ms'"):
         train_pipeline(toy_replays(), None, "tiny", margin_unit="ms")
+
+
+def test_merged_shards_keep_every_row_in_order_and_take_the_first_shards_schedules(tmp_path):
+    from treegraft_lab.commands.scheduler import merged
+
+    def row(cat, s, tokens, seconds):
+        return {"qid": f"{cat}-{s}", "category": cat, "schedule": s, "tokens": tokens, "seconds": seconds}
+
+    a = {"rows": [row("code", "small", 10, 1.0)], "schedules": ["small"], "threads": 2}
+    b = {"rows": [row("qa", "small", 30, 2.0)], "threads": 4}
+    for name, part in (("a.json", a), ("b.json", b)):
+        (tmp_path / name).write_text(json.dumps(part))
+    res = merged([tmp_path / "a.json", tmp_path / "b.json"], "small,mid")
+    assert res["rows"] == a["rows"] + b["rows"] and res["schedules"] == ["small"] and res["threads"] == [2, 4]
+    assert res["tokens_per_s"] == {"overall": {"small": 40 / 3.0}, "code": {"small": 10.0}, "qa": {"small": 15.0}}
+    assert merged([tmp_path / "b.json"], "small")["schedules"] == ["small"]  # no schedules recorded: --schedules
+
+
+def test_scheduler_info_records_the_artifacts_meta_with_empty_defaults(tmp_path):
+    from treegraft_lab.commands.scheduler import info_record
+
+    art = SimpleNamespace(pair="tiny", params=3265, depth=5, inputs=["a"], signals=["s"], meta={"r2": {"A": 0.5}})
+    out = info_record(art, tmp_path)
+    assert out["path"] == str(tmp_path) and out["r2"] == {"A": 0.5} and out["selected"] == ["s"]
+    assert out["cv_table"] == [] and out["margin_offset"] == {} and out["training"] == {}

@@ -139,3 +139,25 @@ def test_the_field_of_recorded_decisions_counts_what_the_scheduler_was_asked_and
     f = field(policy, inputs, 2, planes)
     assert f.decisions == 25 and f.calls == int((inputs["g"] > 0).sum()) and len(f.planes) == 4
     assert f.one_sided == never and ("never calls the mid drafter" in f.text("it", "Here")) == never
+
+
+def test_a_schedulers_decisions_are_said_at_the_asked_ratio_and_across_the_ratios_it_was_decoded_at():
+    s = pd.DataFrame({"schedule": ["a", "a", "a", "b"], "ratio": [0.6, 0.02, 0.2, 0.6],
+                      "mid_calls_per_round": [0.5, 2.0, 1.25, 0.0], "speedup": [1.5, 2.25, 1.75, 1.1]})
+    assert regime.calls_at(s, "a", 0.60001) == 0.5 and regime.calls_at(s, "a", 0.3) is None  # within 0.05%
+    assert regime.decided_at(s, "a", 0.6) == "at T_mid / T_tgt 0.6 it makes 0.50 mid calls a round (1.50x plain decoding)"
+    assert regime.decided_at(s, "b", 0.2) == "it was not decoded at T_mid / T_tgt 0.2"
+    assert regime.calls_span(s, "a") == "; it reads the ratio, and its calls follow it: 2.00 a round at 0.02, 0.50 at 0.6"
+    assert regime.calls_span(s, "b") == ""  # one ratio: nothing to follow
+
+
+def test_the_boundary_title_says_which_steps_the_scheduler_was_not_asked_at():
+    from treegraft_lab.viz.boundary import left_out_words, one_sign_note
+
+    assert left_out_words(2, True, 3) == "<br><sup>2 first-round step(s) left out: the scheduler is not asked there</sup>"
+    assert left_out_words(0, True, 3) == ""
+    assert left_out_words(0, False, 3).startswith("<br><sup>no step-3 decision was asked in this run (first round only)")
+    note = one_sign_note("root_match", "ngram_match", np.array([[0.5, 1.0], [2.0, 3.0]]))
+    assert "g stays above 0 over the whole plane (0.50 to 3.00 tokens/s), so the scheduler calls everywhere there" in note
+    assert "stays below 0" in one_sign_note("root_match", "ngram_match", -np.ones((2, 2))) and "skips" in \
+        one_sign_note("root_match", "ngram_match", -np.ones((2, 2)))

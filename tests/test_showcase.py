@@ -132,3 +132,12 @@ def test_the_demos_when_table_has_adaptive_calling_the_mid_drafter_and_beating_b
     assert by["adaptive"]["speedup"] > max(by["small"]["speedup"], by["mid"]["speedup"])
     assert f"{by['adaptive']['speedup']:.2f}x ({by['adaptive']['mid_calls_per_round']:.2f})" in printed
     assert showcase_sentence(out) in printed and "here family-topk-lookup, the family scheduler" in printed
+
+
+def test_the_demo_names_each_prompt_by_its_first_line_cut_at_100_characters():
+    from treegraft_lab.commands.demo import PROMPTS, prompt_lines
+
+    long = "x" * 120
+    assert prompt_lines({"poem": "A short poem.", "code": "def f():\n    return 1", "long": long}) == [
+        "prompt (poem): A short poem.", "prompt (code): def f(): ...", f"prompt (long): {'x' * 100} ..."]
+    assert [line.split(":")[0] for line in prompt_lines(PROMPTS)] == [f"prompt ({k})" for k in PROMPTS]

@@ -190,6 +190,20 @@ def test_a_file_in_the_folder_that_is_not_an_answer_file_is_named_in_one_line(an
         specbench.read_answers(tmp_path / "empty")
 
 
+def test_methods_answer_in_a_rotated_order_and_ar_comes_first_once():
+    assert specbench.answering_methods(["small", "ar", "small", "10101"]) == ["ar", "small", "10101"]
+    with pytest.raises(TreeGraftError, match="method.s. hf-pld cannot write Spec-Bench answers"):
+        specbench.answering_methods(["small", "hf-pld"])
+    methods = ["ar", "small", "10101"]
+    assert [specbench.rotated(methods, i) for i in (0, 1, 2, 3)] == [
+        methods, ["small", "10101", "ar"], ["10101", "ar", "small"], methods]
+    q = {"question_id": 81, "category": "writing", "turns": ["a", "b"]}
+    line = specbench.answer_line(q, {"index": 0, "turns": ["x", "y"]}, "tiny-small")
+    assert set(line) == FIELDS and list(line) == ["question_id", "category", "answer_id", "model_id", "tstamp", "choices"]
+    assert (line["question_id"], line["category"], line["model_id"]) == (81, "writing", "tiny-small")
+    assert line["choices"] == [{"index": 0, "turns": ["x", "y"]}] and len(line["answer_id"]) == 22
+
+
 def test_peer_files_pick_spec_benchs_vanilla_run_as_the_baseline():
     pq = pd.DataFrame({"method": ["vicuna-7b-vanilla-float16", "vicuna-7b-eagle"], "question_id": ["1", "1"],
                        "category": ["qa", "qa"], "group": ["qa", "qa"], "new_tokens": [10, 10], "wall_s": [1.0, 0.5],

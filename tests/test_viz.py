@@ -225,7 +225,7 @@ def test_styled_tables_show_shares_ratios_ms_and_a_dash_for_what_does_not_apply(
 
     import pandas as pd
 
-    from treegraft_lab.workbench import styled
+    from treegraft_lab.viz.style import styled
 
     df = pd.DataFrame({"share": [0.6147, math.nan], "ratio": [2.38, 1.0], "t (ms)": [1927.212185, 3.4], "x": [1.23456, 2.0]})
     html = styled(df, pct=["share"], ratio=["ratio"], ms=["t (ms)"]).to_html()

@@ -16,16 +16,17 @@ from transformers import AutoModelForCausalLM, LlamaConfig
 
 from treegraft_lab import TreeGraftDecoder, measure, record
 from treegraft_lab.config import preset
-from treegraft_lab.widgets import (
+from treegraft_lab.costs import profile_name
+from treegraft_lab.views.playground import SchedulePlayground
+from treegraft_lab.views.step_through import (
     ROUND_PX,
     VERIFY,
-    SchedulePlayground,
     StepThroughViewer,
     output_html,
-    profile_name,
     round_pieces,
 )
-from treegraft_lab.workbench import accepted_spans, round_context, tiny_run
+from treegraft_lab.viz.runs import accepted_spans, round_context
+from treegraft_lab.workbench import tiny_run
 
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6, 7]
 
@@ -192,7 +193,7 @@ def test_playground_without_a_pair_is_view_only():
 
 
 def test_info_line_gives_the_reselected_share_as_a_percentage_and_a_dash_where_it_does_not_apply():
-    from treegraft_lab.widgets import info_html
+    from treegraft_lab.views.step_through import info_html
 
     run = tiny_run(rounds=2)
     assert "earlier depth: —" in info_html(run, 0, 1)  # step 1: the only candidate is the root
@@ -431,7 +432,7 @@ def test_playground_picks_the_pruning_its_scheduler_was_trained_for_and_says_so(
 
 
 def test_a_replays_speedup_in_each_repeat_reads_plain_decoding_from_the_same_repeat():
-    from treegraft_lab.widgets import repeat_speedups
+    from treegraft_lab.views.timing import repeat_speedups
 
     # 3 tokens a round; plain decoding 0.1, 0.2, 0.1 s a token; the round 0.15 s, then two settings timed together
     ups = repeat_speedups(3, [[0.15], [0.3, 0.3], [0.1, 0.2]], [0.1, 0.2, 0.1])

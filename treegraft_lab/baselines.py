@@ -5,7 +5,7 @@ rules (temperature, top-k, top-p) as the decoder, so a sampled TreeGraft run and
 autoregressive one draw from the same distribution.
 
 `RecyclingDecoder` and `SuffixDecoder` are the field's training-free tree peers through the same
-round loop, each a `decoder.Drafter` (`TemplateDrafter`, `SuffixTreeDrafter`; target
+round loop, each a `drafting.Drafter` (`TemplateDrafter`, `SuffixTreeDrafter`; target
 verification, acceptance and pricing unchanged; `retrieval` has the drafters): Token Recycling fills its fixed 80-node template from the adjacency matrix, refreshed from the
 target's top-8 at every verified node; suffix decoding grows its tree best-first from a suffix
 automaton of the prompt and generated text, as many nodes as the match is long (at most the
@@ -36,8 +36,9 @@ from treegraft_lab.config import DecodeConfig
 from treegraft_lab.costs import DeviceProfile
 from treegraft_lab.decoder import Generation, TreeGraftDecoder
 from treegraft_lab.drafters import lookup_draft
+from treegraft_lab.drafting import Drafter
 from treegraft_lab.errors import TreeGraftError
-from treegraft_lab.prompting import encode_prompt, eos_ids
+from treegraft_lab.prompting import context_window, encode_prompt, eos_ids
 from treegraft_lab.retrieval import TEMPLATE, label
 from treegraft_lab.rounds import Draft, StepResult
 from treegraft_lab.tree import MID, SMALL, DraftTree
@@ -52,7 +53,7 @@ def autoregressive(pair, prompt, max_new_tokens: int = 256, temperature: float =
         raise TreeGraftError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
     model, tok = pair.target, pair.tokenizer
     ids = encode_prompt(tok, prompt)
-    window = getattr(model.config, "max_position_embeddings", None)
+    window = context_window(model)
     if window and len(ids) + max_new_tokens > window:
         raise TreeGraftError(f"the prompt has {len(ids)} tokens; with max_new_tokens={max_new_tokens} that exceeds the "
                              f"target's context window of {window}: shorten the prompt or lower max_new_tokens")
@@ -79,7 +80,7 @@ def autoregressive(pair, prompt, max_new_tokens: int = 256, temperature: float =
     return Generation(out, tok.decode(out, skip_special_tokens=True), [], stats)
 
 
-class CascadeDrafter:
+class CascadeDrafter(Drafter):
     """CSD-style drafting: the small drafter's chain, checked and overwritten by the mid drafter (no tree)."""
 
     def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
@@ -119,7 +120,7 @@ class CascadeDrafter:
         return Draft(tree, "csd", calls, ms, mid_s)
 
 
-class TemplateDrafter:
+class TemplateDrafter(Drafter):
     """Token Recycling's drafting: its static template filled from the adjacency matrix."""
 
     def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
@@ -129,7 +130,7 @@ class TemplateDrafter:
         return Draft(tree, "recycling", ms=dec.profile.small_ms)  # one matrix lookup per template node: a retrieval step
 
 
-class SuffixTreeDrafter:
+class SuffixTreeDrafter(Drafter):
     """Suffix decoding's drafting: a best-first tree from the suffix automaton's longest match."""
 
     def draft(self, dec: TreeGraftDecoder, policy) -> Draft:
@@ -142,7 +143,7 @@ class SuffixTreeDrafter:
 PLD_TOKENS = 10  # HF prompt lookup's draft length (`prompt_lookup_num_tokens`) in the bench
 
 
-class LookupDrafter:
+class LookupDrafter(Drafter):
     """Prompt lookup's drafting: one chain of up to `tokens` tokens under the root (HF's matching rule)."""
 
     def __init__(self, tokens: int = PLD_TOKENS) -> None:

@@ -348,15 +348,10 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     so repeating them buys no precision); journal: where each prompt's records and the state its
     methods carry go as it finishes (`resume.Journal`); prompts it holds are not run again, and the
     first one run starts from the state the last stored one left."""
-    from tqdm.auto import tqdm
-
-    from treegraft_lab import costs, measure
+    from treegraft_lab import costs
     from treegraft_lab.prompting import encode_prompt
 
-    methods = list(dict.fromkeys(["ar", *methods]))  # ar is the reference: always run, always first
-    bad = [m for m in methods if m not in METHODS]
-    if bad:
-        raise TreeGraftError(f"unknown method(s) {', '.join(bad)}; known: {', '.join(METHODS)}")
+    methods = methods_with_ar(methods)
     if not prompts:
         raise TreeGraftError("no prompts to benchmark")
     journal = journal or Journal()
@@ -367,68 +362,16 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
     loaded = [(costs.load(x), x) for x in model_on]
     profiles = {p.name: p for p, _ in loaded}
     clocks = {p.name: x for p, x in loaded}  # a profile's name -> the clock that names it (a name or a file)
-    keys = [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
-    # this device's profile, resolved once for every wall-clock decoder (measured only if one runs)
-    here = journal.once("wall_profile", lambda: measure.resolve("wall", pair), DeviceProfile.to_dict,
-                        DeviceProfile.from_dict) if any(m not in HF_METHODS for m, _ in keys) else None
+    keys = wall_keys(methods, profiles, model_only)
+    here = wall_profile(pair, keys, journal)
     keys += [(m, c) for c in profiles for m in methods if m not in HF_METHODS]
-    runners, facts, skipped = {}, {}, {}
     warm = encode_prompt(pair.tokenizer, warmup_prompt) if warmup_prompt else encoded[0]
-    for m, c in keys:
-        label = m if c == "wall" else f"{m}@{c}"
-        try:
-            rule = prune if c == "wall" else (prune_modelled or prune)
-            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, clocks.get(c, "wall"), growth,
-                                                        profiles.get(c, here))
-            warm_up(runners[(m, c)], warm, min(warmup_tokens, max_new_tokens))  # also where HF may refuse
-        except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
-            if m == "ar":
-                raise
-            skipped[label] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-            runners.pop((m, c), None)
-            print(f"bench: skipping {label}: {skipped[label]}", file=sys.stderr)
+    runners, facts, skipped = warmed_runners(pair, keys, budget, prune, prune_modelled or prune, clocks, growth,
+                                             profiles, here, warm, min(warmup_tokens, max_new_tokens))
     order = [k for k in keys if k in runners]
-    rows = []
     n_model = repeats if model_repeats is None else min(model_repeats, repeats)
-    walls = sum(c == "wall" for _, c in order)
-    bar = tqdm(total=len(prompts) * (repeats * walls + n_model * (len(order) - walls)), desc="bench",
-               disable=not progress, file=sys.stderr)
-    same = SameStart(runners)  # every repeat of a prompt from the same start
-    for k, state in (journal.state() or {}).items():  # resumed: as the last stored prompt left them
-        if k in same.runners:
-            same.runners[k].restore_state(state)
-    try:  # the bar closes before a Ctrl-C's line is printed
-        for i, (q, ids) in enumerate(zip(prompts, encoded)):
-            stored = journal.get(f"{i}/{q['question_id']}")
-            if stored is not None:
-                rows += stored
-                bar.update(repeats * walls + n_model * (len(order) - walls))
-                continue
-            first = len(rows)
-            same.prompt()
-            for r in range(repeats):
-                modelled = r < n_model
-                rot = order[(i + r) % len(order):] + order[:(i + r) % len(order)]
-                rot = [k for k in rot if modelled or k[1] == "wall"]
-                outs = {}
-                for k in rot:
-                    outs[k] = same.run(k, runners[k], ids, max_new_tokens)
-                    bar.update()
-                ref = outs[("ar", "wall")]["token_ids"]
-                for m, c in order:
-                    if c == "wall":
-                        rows.append(record_row(q, ids, m, r, outs[(m, c)], ref, "wall"))
-                for c, prof in (profiles if modelled else {}).items():  # modelled: tree methods rerun, HF priced
-                    for m in methods:
-                        out = outs.get((m, c)) if m not in HF_METHODS else outs.get((m, "wall"))
-                        if out is None:
-                            continue
-                        ms = price_hf(prof, out) if m in HF_METHODS else out["modelled_ms"]
-                        rows.append(record_row(q, ids, m, r, {**out, "wall_s": ms / 1000, "measured_wall_s": out["wall_s"]}, ref, c))
-            same.done()
-            journal.add(f"{i}/{q['question_id']}", rows[first:], {k: r.carried_state() for k, r in same.runners.items()} or None)
-    finally:
-        bar.close()
+    rows = run_prompts(prompts, encoded, order, runners, methods, profiles, repeats, n_model, max_new_tokens,
+                       journal, progress)
     meta.update(load_end=os.getloadavg(), finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                 budgets={m: f["budget"] for m, f in facts.items() if "budget" in f},
                 settings={**(settings or {}), "methods": list(dict.fromkeys(m for m, _ in order)),
@@ -440,6 +383,121 @@ def run_bench(pair, prompts: list[dict], methods: list[str] | tuple[str, ...] = 
                 skipped=skipped, **({"resumed": journal.resumed()} if journal.resumed() else {}))
     records = pd.DataFrame(rows)
     return BenchResult(records, summarize(records), meta, skipped)
+
+
+def methods_with_ar(methods) -> list[str]:
+    """The methods with ar first (the reference: always run), each once; refused when one is unknown."""
+    methods = list(dict.fromkeys(["ar", *methods]))
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        raise TreeGraftError(f"unknown method(s) {', '.join(bad)}; known: {', '.join(METHODS)}")
+    return methods
+
+
+def wall_keys(methods: list[str], profiles: dict, model_only: bool) -> list[tuple[str, str]]:
+    """(method, "wall") of every method timed on this machine: all of them, or with `model_only` (and a modelled
+    clock) only ar and the HF methods."""
+    return [(m, "wall") for m in methods if not (model_only and profiles) or m in HF_METHODS]
+
+
+def wall_profile(pair, keys: list[tuple[str, str]], journal: Journal) -> DeviceProfile | None:
+    """This device's profile, resolved once for every wall-clock decoder (measured only if one runs; a resumed run
+    reads the one it stored)."""
+    from treegraft_lab import measure
+
+    if not any(m not in HF_METHODS for m, _ in keys):
+        return None
+    return journal.once("wall_profile", lambda: measure.resolve("wall", pair), DeviceProfile.to_dict,
+                        DeviceProfile.from_dict)
+
+
+def warmed_runners(pair, keys: list[tuple[str, str]], budget: int | str, prune: str, prune_modelled: str,
+                   clocks: dict, growth: dict | None, profiles: dict, here, warm: list[int], warm_tokens: int):
+    """(runners, facts, skipped): a runner per (method, clock), each warmed up untimed; a peer that refuses (e.g. HF
+    and the assistant) is skipped and said so on stderr, a refusing ar raises."""
+    runners, facts, skipped = {}, {}, {}
+    for m, c in keys:
+        label = m if c == "wall" else f"{m}@{c}"
+        try:
+            rule = prune if c == "wall" else prune_modelled
+            runners[(m, c)], facts[label] = make_runner(pair, m, budget, rule, clocks.get(c, "wall"), growth,
+                                                        profiles.get(c, here))
+            warm_up(runners[(m, c)], warm, warm_tokens)  # also where HF may refuse
+        except Exception as e:  # a peer refusing (e.g. HF and the assistant) is a result, not a crash
+            if m == "ar":
+                raise
+            skipped[label] = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            runners.pop((m, c), None)
+            print(f"bench: skipping {label}: {skipped[label]}", file=sys.stderr)
+    return runners, facts, skipped
+
+
+def run_prompts(prompts: list[dict], encoded: list[list[int]], order: list[tuple[str, str]], runners: dict,
+                methods: list[str], profiles: dict, repeats: int, n_model: int, max_new_tokens: int, journal: Journal,
+                progress: bool) -> list[dict]:
+    """Every prompt's record rows, in order: stored ones read from the journal, the others run (`prompt_rows`) and
+    stored with the state their methods carry; a progress bar on stderr."""
+    from tqdm.auto import tqdm
+
+    rows = []
+    walls = sum(c == "wall" for _, c in order)
+    per_prompt = repeats * walls + n_model * (len(order) - walls)
+    bar = tqdm(total=len(prompts) * per_prompt, desc="bench", disable=not progress, file=sys.stderr)
+    same = SameStart(runners)  # every repeat of a prompt from the same start
+    for k, state in (journal.state() or {}).items():  # resumed: as the last stored prompt left them
+        if k in same.runners:
+            same.runners[k].restore_state(state)
+    try:  # the bar closes before a Ctrl-C's line is printed
+        for i, (q, ids) in enumerate(zip(prompts, encoded)):
+            stored = journal.get(f"{i}/{q['question_id']}")
+            if stored is not None:
+                rows += stored
+                bar.update(per_prompt)
+                continue
+            new = prompt_rows(i, q, ids, order, same, runners, methods, profiles, repeats, n_model, max_new_tokens, bar)
+            rows += new
+            journal.add(f"{i}/{q['question_id']}", new, {k: r.carried_state() for k, r in same.runners.items()} or None)
+    finally:
+        bar.close()
+    return rows
+
+
+def prompt_rows(i: int, q: dict, ids: list[int], order: list[tuple[str, str]], same: SameStart, runners: dict,
+                methods: list[str], profiles: dict, repeats: int, n_model: int, max_new_tokens: int, bar) -> list[dict]:
+    """Prompt `i`'s rows: `repeats` rounds of every runner in an order rotated by prompt and repeat, each from the
+    prompt's start state (`SameStart`); the modelled clocks only in the first `n_model`."""
+    rows = []
+    same.prompt()
+    for r in range(repeats):
+        modelled = r < n_model
+        rot = order[(i + r) % len(order):] + order[:(i + r) % len(order)]
+        rot = [k for k in rot if modelled or k[1] == "wall"]
+        outs = {}
+        for k in rot:
+            outs[k] = same.run(k, runners[k], ids, max_new_tokens)
+            bar.update()
+        rows += repeat_rows(q, ids, r, order, outs, methods, profiles if modelled else {})
+    same.done()
+    return rows
+
+
+def repeat_rows(q: dict, ids: list[int], r: int, order: list[tuple[str, str]], outs: dict, methods: list[str],
+                profiles: dict) -> list[dict]:
+    """One repeat's record rows from its outputs: every wall-clock run, then per modelled profile each method's
+    (a tree method's rerun on it, an HF method's wall run priced by its counted forwards)."""
+    rows = []
+    ref = outs[("ar", "wall")]["token_ids"]
+    for m, c in order:
+        if c == "wall":
+            rows.append(record_row(q, ids, m, r, outs[(m, c)], ref, "wall"))
+    for c, prof in profiles.items():  # modelled: tree methods rerun, HF priced
+        for m in methods:
+            out = outs.get((m, c)) if m not in HF_METHODS else outs.get((m, "wall"))
+            if out is None:
+                continue
+            ms = price_hf(prof, out) if m in HF_METHODS else out["modelled_ms"]
+            rows.append(record_row(q, ids, m, r, {**out, "wall_s": ms / 1000, "measured_wall_s": out["wall_s"]}, ref, c))
+    return rows
 
 
 def _growth_name(growth: dict | None) -> str:

@@ -27,6 +27,7 @@ from scipy.optimize import least_squares
 
 from treegraft_lab import costs
 from treegraft_lab.config import parse_mask
+from treegraft_lab.parts import Pruner
 from treegraft_lab.tree import MID
 
 # (a_max, half, power) fitted by scripts/calibrate_budget.py (removed in commit 9416a6d; git history) on the offline pair's final drafter,
@@ -98,7 +99,7 @@ def auto_budget(pair, config, profile, policy=None, acceptance: tuple[float, flo
     return choose_budget(profile, fixed, tuple(acc), max_budget)
 
 
-class ValuePruner:
+class ValuePruner(Pruner):
     """`prune="value"`: each round, verify only the best nodes whose expected accepted tokens pay
     for their verification time on this device (a per-round budget, at most B_ver).
 
@@ -139,6 +140,15 @@ class ValuePruner:
         self.bins: dict[tuple[str, int], list[float]] = {}  # bin -> [hits, trials], this run
         self.carried = carried if carried is not None else {}  # CARRIED bins -> [hits, trials], across runs
         self.tokens, self.ms = 0, 0.0
+
+    def carried_state(self) -> dict:
+        """A copy of the counts kept across runs (`carried`)."""
+        return {k: list(v) for k, v in self.carried.items()}
+
+    def restore_state(self, state: dict | None) -> None:
+        """Put back a `carried_state` copy (None: no counts), in place: the dict stays the same object."""
+        self.carried.clear()
+        self.carried.update({k: list(v) for k, v in (state or {}).items()})
 
     def start(self) -> None:
         """A generation starts: this run's bins and rate start afresh (the carried counts stay)."""

@@ -19,6 +19,12 @@ MATCHERS = ("index", "release")
 FRONTIER_ORDERS = ("score", "match")
 
 
+def need(ok: bool, msg: str) -> None:
+    """Refuse a setting in one line (`msg` says what to do) unless `ok`."""
+    if not ok:
+        raise TreeGraftError(msg)
+
+
 def parse_mask(schedule: Any, depth: int) -> tuple[int, ...] | None:
     """Return the 0/1 mask for a mask-like schedule ("10101", [1,0,1,0,1]); None otherwise."""
     if isinstance(schedule, str) and schedule.startswith("rule:"):
@@ -132,16 +138,28 @@ class DecodeConfig:
     clock: str = "wall"                 # the profile decisions read: "wall" (this device's), a name, or a JSON file
 
     def __post_init__(self) -> None:
-        def need(ok: bool, msg: str) -> None:
-            if not ok:
-                raise TreeGraftError(msg)
+        self.check_tree()
+        self.check_growth()
+        self.check_run()
 
+    def check_tree(self) -> None:
+        """D, W, k, the budget and the drafting cap."""
         need(isinstance(self.depth, int) and self.depth >= 1, f"depth must be an integer >= 1, got {self.depth!r}")
         need(isinstance(self.width, int) and self.width >= 1, f"width must be an integer >= 1, got {self.width!r}")
         need(self.expansion in EXPANSIONS,
              f"expansion must be 'per_parent' (the release: top-k children for each frontier parent) or 'global' "
              f"(the global top-W children of the frontier), got {self.expansion!r}")
         need(isinstance(self.children, int) and self.children >= 1, f"children must be an integer >= 1, got {self.children!r}")
+        need(self.max_nodes is None or (isinstance(self.max_nodes, int) and self.max_nodes >= 2),
+             f"max_nodes (the drafting cap, root included) must be an integer >= 2 or None, got {self.max_nodes!r}")
+        if self.budget != "auto":
+            need(
+                isinstance(self.budget, int) and self.budget >= 1,
+                f"budget must be an integer >= 1 (non-root nodes verified) or 'auto', got {self.budget!r}",
+            )
+
+    def check_growth(self) -> None:
+        """The growth fields (`growth.Growth`), the release's rules among them."""
         need(isinstance(self.ngram_chain, bool), f"ngram_chain must be True or False, got {self.ngram_chain!r}")
         need(self.chain_len is None or (isinstance(self.chain_len, int) and self.chain_len >= 1),
              f"chain_len must be an integer >= 1 (tokens per n-gram chain) or None (the release's lengths), "
@@ -166,16 +184,12 @@ class DecodeConfig:
             need(self.small == "ngram" and self.expansion == "per_parent" and self.ngram_chain and self.lookup == 0,
                  "matcher='release' is the release's n-gram drafter: it needs small='ngram', expansion='per_parent', "
                  "ngram_chain=True and lookup=0")
-        need(self.max_nodes is None or (isinstance(self.max_nodes, int) and self.max_nodes >= 2),
-             f"max_nodes (the drafting cap, root included) must be an integer >= 2 or None, got {self.max_nodes!r}")
         need(self.lookback is None or (isinstance(self.lookback, int) and self.lookback >= 0),
              f"lookback must be an integer >= 0 (depths above the frontier a mid step may reselect) or None "
              f"(every node the mid drafter has not scored), got {self.lookback!r}")
-        if self.budget != "auto":
-            need(
-                isinstance(self.budget, int) and self.budget >= 1,
-                f"budget must be an integer >= 1 (non-root nodes verified) or 'auto', got {self.budget!r}",
-            )
+
+    def check_run(self) -> None:
+        """The drafters, pruning, sampling, the clock and the schedule."""
         parse_small(self.small)
         need(isinstance(self.recycle_below, int) and not isinstance(self.recycle_below, bool) and self.recycle_below >= 0,
              f"recycle_below must be an integer >= 0 (recycled candidates only under frontier nodes whose n-gram "

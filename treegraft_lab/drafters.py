@@ -33,9 +33,9 @@ import numpy as np
 import torch
 
 from treegraft_lab import kv
+from treegraft_lab.parts import MidDrafter, Proposal
 from treegraft_lab.tree import MID, DraftTree
 
-Proposal = tuple[int, int, float, int]  # (parent id, token, log p, n-gram size or 0)
 LOOKUP_NGRAM = 2  # HF prompt lookup's max_matching_ngram_size default
 
 
@@ -273,7 +273,7 @@ def holds_under(tree: DraftTree, v: int, tokens) -> bool:
     return True
 
 
-class ModelDrafter:
+class ModelDrafter(MidDrafter):
     """The mid drafter: a causal LM sharing the target's tokenizer, with its own KV cache.
 
     Cache layout: [committed tokens cached | pending committed tokens | this round's tree nodes].
@@ -350,6 +350,10 @@ class ModelDrafter:
         self.slot, self.row, self.rows, self.best = dict(slot), dict(row), list(rows), dict(best)
         kv.truncate(self.cache, length)
 
+    def held(self) -> set[int] | None:
+        """The tree nodes whose keys it holds this round (None: not called this round)."""
+        return set(self.slot) if self.flushed else None
+
     def scored(self, node: int) -> bool:
         """Whether this round has scored `node` (its row of log q is known)."""
         return node in self.row
@@ -413,13 +417,10 @@ class ModelDrafter:
         kids = [v for v in nodes if v != 0]
         parts = [self.token_logq([tree.parent[v] for v in kids], [tree.tokens[v] for v in kids]) if kids
                  else rows.new_empty(0)]
-        if self._reads_top(rows.shape[1]):
+        if self.top > 0 and rows.shape[1] < 2**24:
             top = torch.topk(rows, min(self.top, rows.shape[1]), dim=1)
             parts += [top.values.flatten(), top.indices.flatten().float()]  # columns < 2**24: exact
         return nodes, torch.cat(parts)
-
-    def _reads_top(self, columns: int) -> bool:
-        return self.top > 0 and columns < 2**24
 
     def absorb(self, tree: DraftTree, nodes: list[int], out: torch.Tensor) -> None:
         """The host half of `score`: one read of `forward`'s tensor into edge scores (and tops)."""

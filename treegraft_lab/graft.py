@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from treegraft_lab.drafters import NgramDrafter, Proposal
+from treegraft_lab.drafters import NgramDrafter
+from treegraft_lab.parts import Proposal
 from treegraft_lab.tree import SMALL, DraftTree
 
 
@@ -134,7 +135,7 @@ def add_chain(tree: DraftTree, parent: int, chain: tuple[int, ...], n: int, lp: 
         if c is None or not tree.alive[c]:
             if live >= cap:
                 return
-            c = tree._append(tok, v, lp if i == 0 else -math.inf, SMALL, step, n if i == 0 else 0)
+            c = tree.append(tok, v, lp if i == 0 else -math.inf, SMALL, step, n if i == 0 else 0)
             live += 1
         else:
             tree.drafted_by[c] |= SMALL

@@ -18,7 +18,8 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from treegraft_lab import graft
-from treegraft_lab.drafters import NgramIndex, Proposal
+from treegraft_lab.drafters import NgramIndex
+from treegraft_lab.parts import Proposal
 from treegraft_lab.presets import GROWTHS
 from treegraft_lab.tree import DraftTree
 

@@ -11,7 +11,10 @@ Hook points (a hook receives one HookEvent):
   round.accept   tokens are committed          data: kept, path, bonus, info (RoundInfo), committed
   run.end        generation finished           data: prompt_ids, generation
 
-`with decoder.hooks([("step.expand", fn)]):` attaches hooks for a scope only.
+`with decoder.hooks([("step.expand", fn)]):` attaches hooks for a scope only. A hook may return a
+replacement, as TransformerLens's hooks may: at step.decide a decision (True: call the mid
+drafter at this step), at round.prune the nodes to verify (checked: any ancestor-closed set decodes
+losslessly); None (what a hook returns by default) keeps the decoder's own.
 `with treegraft_lab.record(decoder) as rec:` records every round; `rec.to_frame()` gives pandas
 tables, `rec.save(dir)` writes parquet, `treegraft_lab.load_run(dir)` reads it back.
 Without hooks the decoder pays one dictionary lookup per hook point.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +55,88 @@ HOOK_POINTS = (
 )
 
 
+class Payload(Mapping):
+    """A hook point's data, typed: read it as attributes (`ev.data.kept`) or as a mapping (`ev.data["kept"]`)."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(self.__dataclass_fields__)
+
+    def __len__(self) -> int:
+        return len(self.__dataclass_fields__)
+
+
+@dataclass(frozen=True, eq=False)
+class RunStart(Payload):
+    prompt_ids: list[int]
+
+
+@dataclass(frozen=True, eq=False)
+class RoundBegins(Payload):
+    root: int
+    committed: int
+
+
+@dataclass(frozen=True, eq=False)
+class StepDecide(Payload):
+    call_mid: bool | None  # None: the policy was not asked
+    ctx: Any  # schedule.context.StepContext
+    policy: Any
+
+
+@dataclass(frozen=True, eq=False)
+class StepExpand(Payload):
+    call_mid: bool
+    pool: list[int]
+    frontier: list[int]
+    new: list[int]
+    chain: list[int]
+    last_new: list[int]
+    forwarded: list[int]
+
+    @classmethod
+    def of(cls, step: Any, call_mid: bool, last_new: list[int]) -> StepExpand:
+        """The payload of a drafter's step k (`rounds.StepResult`) that started from N_k = `last_new`."""
+        return cls(bool(call_mid), step.pool, step.frontier, step.new, step.chain, list(last_new), step.forwarded)
+
+
+@dataclass(frozen=True, eq=False)
+class RoundPrune(Payload):
+    kept: list[int]
+    chances: list[float] | None
+
+
+@dataclass(frozen=True, eq=False)
+class RoundVerify(Payload):
+    kept: list[int]
+    logits: Any
+    path: list[int]
+    bonus: int
+
+
+@dataclass(frozen=True, eq=False)
+class RoundAccept(Payload):
+    kept: list[int]
+    path: list[int]
+    bonus: int
+    info: Any  # rounds.RoundInfo
+    committed: bool
+
+
+@dataclass(frozen=True, eq=False)
+class RunEnd(Payload):
+    prompt_ids: list[int]
+    generation: Any  # decoder.Generation
+
+
+PAYLOADS = {"run.start": RunStart, "round.start": RoundBegins, "step.decide": StepDecide, "step.expand": StepExpand,
+            "round.prune": RoundPrune, "round.verify": RoundVerify, "round.accept": RoundAccept, "run.end": RunEnd}
+
+
 @dataclass
 class HookEvent:
     name: str
@@ -58,7 +144,7 @@ class HookEvent:
     step: int
     tree: Any
     decoder: Any
-    data: dict
+    data: Payload  # the point's payload (`PAYLOADS`)
 
 
 def check_hooks(hooks) -> list[tuple[str, Any]]:
@@ -70,6 +156,64 @@ def check_hooks(hooks) -> list[tuple[str, Any]]:
         if not callable(fn):
             raise TreeGraftError(f"the hook for {name!r} is not callable")
     return pairs
+
+
+class HookHost:
+    """Hook points on an object (the decoder): scoped hooks, firing, a draft step's pair of events."""
+
+    def __init__(self) -> None:
+        self._hooks: dict[str, list] = {}
+        self.round_idx = 0
+
+    @contextmanager
+    def hooks(self, hooks):
+        """Attach hooks for the duration of a `with` block: [(point, fn), ...] or {point: fn}."""
+        pairs = check_hooks(hooks)
+        for name, fn in pairs:
+            self._hooks.setdefault(name, []).append(fn)
+        try:
+            yield self
+        finally:
+            for name, fn in pairs:
+                self._hooks[name].remove(fn)
+                if not self._hooks[name]:
+                    del self._hooks[name]
+
+    @contextmanager
+    def paused(self):
+        """No hook fires inside the block (the oracle's trial rounds, which commit nothing)."""
+        held, self._hooks = self._hooks, {}
+        try:
+            yield self
+        finally:
+            self._hooks = held
+
+    def hooked(self, name: str) -> bool:
+        """Whether a hook is attached at point `name` (what is only worth computing for one)."""
+        return name in self._hooks
+
+    def emit(self, name: str, step: int = 0, tree: Any = None, payload: Payload | None = None, **data) -> Any:
+        """Fire hook point `name` (`HOOK_POINTS`) with its payload (`PAYLOADS[name]`, given or built
+        from `data`): one dictionary lookup when no hook is attached, nothing built. Returns the last
+        replacement a hook returned (None: none)."""
+        fns, out = self._hooks.get(name), None
+        if fns:
+            ev = HookEvent(name, self.round_idx, step, tree, self, payload if payload is not None else PAYLOADS[name](**data))
+            for fn in fns:
+                got = fn(ev)
+                out = got if got is not None else out
+        return out
+
+    def emit_step(self, k: int, tree: Any, step: Any, call_mid: bool | None = False,
+                  last_new: list[int] = (0,), ctx: Any = None, policy: Any = None) -> None:
+        """Fire a draft step's two hook points (step.decide, step.expand) for a drafter's step k:
+        what makes any drafter's tree recordable and drawable step by step (`call_mid`: whether the
+        step called the mid drafter; `last_new`: the nodes the step started from, N_k)."""
+        if self.hooked("step.decide") or self.hooked("step.expand"):
+            ctx = ctx or self.step_context(k, [], tree, list(last_new), [])
+            self.emit("step.decide", k, tree, call_mid=call_mid, ctx=ctx, policy=policy)
+            if self.hooked("step.expand"):
+                self.emit("step.expand", k, tree, StepExpand.of(step, call_mid, last_new))
 
 
 TABLES = ("runs", "rounds", "steps", "nodes", "tree")
@@ -97,14 +241,8 @@ class Recorder:
         self._chances: list[float] | None = None
 
     def hooks(self) -> list[tuple[str, Any]]:
-        def skip_replays(fn):
-            def hook(ev: HookEvent) -> None:
-                if not getattr(ev.decoder, "replaying", False):  # oracle / collection replays
-                    fn(ev)
-
-            return hook
-
-        return [(n, skip_replays(getattr(self, "_on_" + n.replace(".", "_")))) for n in HOOK_POINTS]
+        """Its handler at every hook point (replays fire none: they draft steps without the round loop)."""
+        return [(n, getattr(self, "_on_" + n.replace(".", "_"))) for n in HOOK_POINTS]
 
     # ---- handlers -----------------------------------------------------------------------------
     def _on_run_start(self, ev: HookEvent) -> None:

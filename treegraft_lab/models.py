@@ -568,6 +568,118 @@ def _derived_mid(spec: dict, target_model: Any, folder: Path) -> Any:
     return derived.build_mid(target_model, spec)
 
 
+def pair_specs(name: str | None, target: str | Path | None, mid: str | Path | None,
+               require_mid: bool) -> tuple[str | None, Any, Any]:
+    """(pair name, target spec, mid spec): the named pair's (`presets.DEFAULT_PAIR` with neither a
+    name nor a target), overridden by an explicit target or mid; no mid is refused if required."""
+    if name is None and target is None:
+        name = DEFAULT_PAIR
+    if name is not None and name not in PAIRS:
+        raise TreeGraftError(f"unknown pair {name!r}; known pairs: {', '.join(PAIRS)}")
+    t_spec, m_spec = PAIRS[name] if name is not None else (None, None)
+    t_spec = target if target is not None else t_spec
+    m_spec = mid if mid is not None else m_spec
+    if m_spec is None and require_mid:
+        if isinstance(t_spec, Path) or str(t_spec).startswith(("/", ".", "~")):
+            resolve_model_path(t_spec)  # a missing target folder is named first
+        raise TreeGraftError(
+            "no mid drafter given; pass mid=... or a pair name, "
+            "or require_mid=False to load the target alone"
+        )
+    return name, t_spec, m_spec
+
+
+def pair_dtype(name: str | None, dtype: str | torch.dtype, dev: torch.device, explicit: bool) -> tuple[torch.dtype, str]:
+    """The pair's dtype and why: the one asked for, else the one the named pair's scheduler was
+    trained in (unless `explicit` models were given), else the device's automatic choice."""
+    dt = resolve_dtype(dtype, dev)
+    reason = auto_dtype_reason(dev)[1] if dtype == "auto" else f"{str(dt).removeprefix('torch.')}: asked for"
+    trained = scheduler_dtype(name, dev) if dtype == "auto" and not explicit else None
+    if trained is not None:
+        dt, reason = trained
+        note(f"load_pair({name!r}) in {reason}")
+    return dt, reason
+
+
+def resolve_mid(m_spec: Any, dev: torch.device, require_mid: bool) -> tuple[str | None, Any, int | None]:
+    """(path, builder, layers) of the mid: its resolved path; for a mid built from the loaded target
+    (the pocket drafter, a derived one) its builder and how many target layers it holds (None: all).
+    A mid that cannot be found is skipped with a warning unless `require_mid`."""
+    if m_spec is None:
+        return None, None, 4
+    try:
+        m_path = resolve_model_path(m_spec)
+        if Path(m_path).resolve() == POCKET_DRAFTER_DIR.resolve():
+            return m_path, _pocket_drafter_loader(POCKET_DRAFTER_DIR), 4
+        if derived.is_derived(m_path):
+            spec = derived.read_spec(m_path)
+            derived.check_device(spec, dev)  # int8: CPU only, refused before any model loads
+            return m_path, functools.partial(_derived_mid, spec), len(spec.get("layers") or []) or None
+        return m_path, None, 4
+    except TreeGraftError as e:
+        if require_mid:
+            raise TreeGraftError(f"{e} (or load the target alone: require_mid=False)") from e
+        warnings.warn(f"loading the target alone: {e}", stacklevel=3)  # at load_pair's caller
+        return None, None, 4
+
+
+def _pair_tokenizer(t_path: str, m_path: str | None, built_mid: bool, t_label: str, m_label: str) -> Any:
+    """The target's tokenizer, once a loaded mid's vocabulary and tokenizer are checked against it
+    (before any weights load: the mid's config.json)."""
+    tokenizer = _load_tokenizer(t_path, t_label)
+    if m_path is not None and not built_mid:
+        size = _config_vocab_size(m_path)
+        if size is not None and size < len(tokenizer):
+            raise TreeGraftError(f"the mid drafter {m_label!r} has vocab_size {size} (its config.json) but the target's "
+                                 f"tokenizer has {len(tokenizer)} tokens; use a mid drafter of the target's family")
+    if m_path is not None and _has_tokenizer(m_path):
+        check_same_tokenizer(tokenizer, _load_tokenizer(m_path, m_label), t_label, m_label)
+    return tokenizer
+
+
+def _build_mid(builder: Any, target_model: Any, m_path: str, dev: torch.device) -> Any:
+    """A mid built from the loaded target (on its device); a failure is named in one line."""
+    try:
+        mid_model = builder(target_model, Path(m_path)).eval()
+        if dev.type == "cuda":
+            from treegraft_lab import kv
+
+            kv.use_folded_attention(mid_model)
+        return mid_model
+    except (OSError, RuntimeError, ValueError, TypeError, IndexError) as e:
+        if isinstance(e, TreeGraftError):
+            raise
+        raise TreeGraftError(
+            f"cannot build the mid drafter from {m_path} on the target's device "
+            f"({target_model.device}): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        ) from e
+
+
+def _load_mid(m_path: str | None, m_label: str, builder: Any, target_model: Any, dev: torch.device,
+              dt: torch.dtype, placement: Placement | None, tokenizer: Any) -> Any:
+    """The mid drafter (None without one): built from the target, or loaded on its placed GPU."""
+    mid_model = None
+    if builder is not None:
+        mid_model = _build_mid(builder, target_model, m_path, dev)
+    elif m_path is not None:
+        mid_map = {"": placement.mid_gpu} if placement is not None else None
+        mid_model = _load_causal_lm(m_path, m_label, dev, dt, mid_map)
+    if mid_model is not None:
+        _check_vocab_covers(mid_model, tokenizer, m_label)
+    return mid_model
+
+
+def _install_cpu_path(target_model: Any, mid_model: Any) -> str:
+    """Install the packed CPU forwards on both models where they apply; the forward path's name."""
+    from treegraft_lab import cpu_path as fast
+
+    if not fast.install(target_model):
+        return "stock"
+    if mid_model is not None:
+        fast.install(mid_model)
+    return "treegraft-cpu"
+
+
 def load_pair(
     name: str | None = None,
     *,
@@ -596,60 +708,16 @@ def load_pair(
     the CPU instead of refusing). `float32_logits`: the target's output head computes in float32
     (`verify.float32_head`), for HF `generate` and tree verification alike.
     """
-    if name is None and target is None:
-        name = DEFAULT_PAIR
-    if name is not None and name not in PAIRS:
-        raise TreeGraftError(f"unknown pair {name!r}; known pairs: {', '.join(PAIRS)}")
-    t_spec, m_spec = PAIRS[name] if name is not None else (None, None)
-    t_spec = target if target is not None else t_spec
-    m_spec = mid if mid is not None else m_spec
-    if m_spec is None and require_mid:
-        if isinstance(t_spec, Path) or str(t_spec).startswith(("/", ".", "~")):
-            resolve_model_path(t_spec)  # a missing target folder is named first
-        raise TreeGraftError(
-            "no mid drafter given; pass mid=... or a pair name, "
-            "or require_mid=False to load the target alone"
-        )
+    name, t_spec, m_spec = pair_specs(name, target, mid, require_mid)
     dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
-    reason = auto_dtype_reason(dev)[1] if dtype == "auto" else f"{str(dt).removeprefix('torch.')}: asked for"
-    trained = scheduler_dtype(name, dev) if dtype == "auto" and target is None and mid is None else None
-    if trained is not None:
-        dt, reason = trained
-        note(f"load_pair({name!r}) in {reason}")
+    dt, reason = pair_dtype(name, dtype, dev, explicit=target is not None or mid is not None)
     t_label, m_label = str(t_spec), str(m_spec)
-
-    # Resolve both before loading anything, so that a bad spec fails fast.
-    t_path = resolve_model_path(t_spec)
-    m_path: str | None = None
-    pocket_loader = None  # a mid built from the loaded target: the pocket drafter or a derived one
-    built: int | None = 4  # how many target layers it holds (None: all)
-    if m_spec is not None:
-        try:
-            m_path = resolve_model_path(m_spec)
-            if Path(m_path).resolve() == POCKET_DRAFTER_DIR.resolve():
-                pocket_loader = _pocket_drafter_loader(POCKET_DRAFTER_DIR)
-            elif derived.is_derived(m_path):
-                spec = derived.read_spec(m_path)
-                derived.check_device(spec, dev)  # int8: CPU only, refused before any model loads
-                pocket_loader, built = functools.partial(_derived_mid, spec), len(spec.get("layers") or []) or None
-        except TreeGraftError as e:
-            if require_mid:
-                raise TreeGraftError(f"{e} (or load the target alone: require_mid=False)") from e
-            warnings.warn(f"loading the target alone: {e}", stacklevel=2)
-            m_path = None
-
-    tokenizer = _load_tokenizer(t_path, t_label)
-    if m_path is not None and pocket_loader is None:  # before any weights load: the mid's config.json
-        size = _config_vocab_size(m_path)
-        if size is not None and size < len(tokenizer):
-            raise TreeGraftError(f"the mid drafter {m_label!r} has vocab_size {size} (its config.json) but the target's "
-                                 f"tokenizer has {len(tokenizer)} tokens; use a mid drafter of the target's family")
-    if m_path is not None and _has_tokenizer(m_path):
-        check_same_tokenizer(tokenizer, _load_tokenizer(m_path, m_label), t_label, m_label)
+    t_path = resolve_model_path(t_spec)  # both resolved before anything loads: a bad spec fails fast
+    m_path, builder, built = resolve_mid(m_spec, dev, require_mid)
+    tokenizer = _pair_tokenizer(t_path, m_path, builder is not None, t_label, m_label)
     placement = None
     if dev.type == "cuda":
-        placement = _plan(t_path, m_path, pocket_loader is not None, dev, dt, mid_device, headroom_gib, allow_offload,
+        placement = _plan(t_path, m_path, builder is not None, dev, dt, mid_device, headroom_gib, allow_offload,
                           built or model_bytes(t_path, dt)[1].num_hidden_layers)
     target_model = _load_causal_lm(t_path, t_label, dev, dt, placement and placement.target_map,
                                    placement and placement.max_memory, allow_offload)
@@ -658,48 +726,10 @@ def load_pair(
         from treegraft_lab.verify import float32_head
 
         float32_head(target_model)
-
-    mid_model = None
-    if pocket_loader is not None:
-        try:
-            mid_model = pocket_loader(target_model, Path(m_path)).eval()
-            if dev.type == "cuda":
-                from treegraft_lab import kv
-
-                kv.use_folded_attention(mid_model)
-        except (OSError, RuntimeError, ValueError, TypeError, IndexError) as e:
-            if isinstance(e, TreeGraftError):
-                raise
-            raise TreeGraftError(
-                f"cannot build the mid drafter from {m_path} on the target's device "
-                f"({target_model.device}): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            ) from e
-    elif m_path is not None:
-        mid_map = {"": placement.mid_gpu} if placement is not None else None
-        mid_model = _load_causal_lm(m_path, m_label, dev, dt, mid_map)
-    if mid_model is not None:
-        _check_vocab_covers(mid_model, tokenizer, m_label)
-
-    path = "stock"
-    if cpu_path:  # after the pocket drafter is built: it copies the target's stock layers
-        from treegraft_lab import cpu_path as fast
-
-        if fast.install(target_model):
-            path = "treegraft-cpu"
-            if mid_model is not None:
-                fast.install(mid_model)
-    in_dev = target_model.get_input_embeddings().weight.device
+    mid_model = _load_mid(m_path, m_label, builder, target_model, dev, dt, placement, tokenizer)
+    # after the pocket drafter is built: it copies the target's stock layers
+    path = _install_cpu_path(target_model, mid_model) if cpu_path else "stock"
     pair_name = name or f"{Path(t_label).name}/{Path(m_label).name if m_spec else '-'}"
-    return ModelPair(
-        pair_name,
-        tokenizer,
-        target_model,
-        mid_model,
-        in_dev,
-        dt,
-        target_id=t_path,
-        mid_id=m_path or "",
-        dtype_reason=reason,
-        forward_path=path,
-        placement=placement.note if placement is not None else "",
-    )
+    return ModelPair(pair_name, tokenizer, target_model, mid_model, target_model.get_input_embeddings().weight.device,
+                     dt, target_id=t_path, mid_id=m_path or "", dtype_reason=reason, forward_path=path,
+                     placement=placement.note if placement is not None else "")

@@ -36,6 +36,11 @@ def encode_prompt(tokenizer, prompt) -> list[int]:
     return ids
 
 
+def context_window(model) -> int | None:
+    """The model's context window in tokens (`max_position_embeddings`; None where its config has none)."""
+    return getattr(model.config, "max_position_embeddings", None)
+
+
 def eos_ids(tokenizer, model) -> set[int]:
     """Every token id that ends a generation for this tokenizer/model."""
     out = set()

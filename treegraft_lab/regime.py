@@ -573,73 +573,103 @@ def which_adaptive(folder: str | Path, pair: str, base: DeviceProfile, config: D
     `ratio` (mid calls a round, speedup) and over the ratios they were decoded at; and, where the workbench's
     default trees (`presets.SPEED`) have another TreeGraft adaptive, which, with what it decided in `bench`
     and on its held-out training round starts."""
-    from treegraft_lab.config import preset
     from treegraft_lab.schedule.adaptive import profile_class
-    from treegraft_lab.schedule.choice import adaptive_words, scheduler_kind, treegraft_adaptive
+    from treegraft_lab.schedule.choice import adaptive_words, treegraft_adaptive
 
     cls = profile_class(base)
     mine = treegraft_adaptive(pair, base.name, config)
     stored = stored_schedulers(folder)
     s = by_ratio(runs[runs["schedule"].isin(stored)]) if len(runs) else pd.DataFrame(columns=["schedule", "ratio"])
-
-    def calls(name: str) -> float | None:
-        g = s[(s["schedule"] == name) & np.isclose(s["ratio"], ratio, rtol=5e-4)]
-        return None if g.empty else float(g["mid_calls_per_round"].iloc[0])
-
-    def at(name: str) -> str:
-        g = s[(s["schedule"] == name) & np.isclose(s["ratio"], ratio, rtol=5e-4)]
-        if g.empty:
-            return f"it was not decoded at T_mid / T_tgt {ratio:g}"
-        return f"at T_mid / T_tgt {ratio:g} it makes {g['mid_calls_per_round'].iloc[0]:.2f} mid calls a round " \
-               f"({g['speedup'].iloc[0]:.2f}x plain decoding)"
-
-    def span(name: str) -> str:
-        g = s[s["schedule"] == name].sort_values("ratio")
-        if g["ratio"].nunique() < 2:
-            return ""
-        lo, hi = g.iloc[0], g.iloc[-1]
-        return (f"; it reads the ratio, and its calls follow it: {lo['mid_calls_per_round']:.2f} a round at "
-                f"{lo['ratio']:g}, {hi['mid_calls_per_round']:.2f} at {hi['ratio']:g}")
-
     mine_name = adaptive_name(folder, pair, base, config)
     out = [adaptive_words(pair, cls, config, mine).replace("TreeGraft adaptive", "**TreeGraft adaptive**", 1) + "."]
     if mine_name:
-        out.append(f"Its decodes on this map are `{mine_name}`: {at(mine_name)}{span(mine_name)}.")
+        out.append(f"Its decodes on this map are `{mine_name}`: {decided_at(s, mine_name, ratio)}{calls_span(s, mine_name)}.")
     for name, f in stored.items():
-        if name == mine_name:
-            continue
-        kind = scheduler_kind(f)
-        line = (f"`{name}` is {f.name}, the {kind}, not TreeGraft adaptive for any one profile (it runs only when "
-                f"its folder is named, `scheduler_path`): {at(name)}{span(name)}")
-        a, b = (calls(mine_name) if mine_name else None), calls(name)
-        if a is not None and b is not None and kind.startswith(("family", "map")):
-            one = s.loc[s["schedule"] == mine_name, "ratio"].nunique() == 1
-            line += (f". At {ratio:g} the two decide {'alike' if abs(a - b) < 0.1 else 'differently'} ({a:.2f} and "
-                     f"{b:.2f} mid calls a round); only {name} was trained to follow the cost ratio across profiles, "
-                     f"while {mine.name} was trained on {cls} alone"
-                     + (f", so the map decodes it at {cls}'s ratio only" if one else ""))
-        out.append(line + ".")
+        if name != mine_name:
+            out.append(other_scheduler_words(s, name, f, ratio, mine_name, mine.name, cls) + ".")
+    default_words = default_trees_words(pair, base, config, mine, cls, bench)
+    if default_words:
+        out.append(default_words + ".")
+    return " ".join(out)
+
+
+def decoded_at(s: pd.DataFrame, name: str, ratio: float) -> pd.DataFrame:
+    """Scheduler `name`'s rows of `s` (`by_ratio` rows) at `ratio` (within 0.05%)."""
+    return s[(s["schedule"] == name) & np.isclose(s["ratio"], ratio, rtol=5e-4)]
+
+
+def calls_at(s: pd.DataFrame, name: str, ratio: float) -> float | None:
+    """Scheduler `name`'s mid calls a round at `ratio`, or None where it was not decoded there."""
+    g = decoded_at(s, name, ratio)
+    return None if g.empty else float(g["mid_calls_per_round"].iloc[0])
+
+
+def decided_at(s: pd.DataFrame, name: str, ratio: float) -> str:
+    """What scheduler `name` decides at `ratio`, in words: its mid calls a round and its speedup."""
+    g = decoded_at(s, name, ratio)
+    if g.empty:
+        return f"it was not decoded at T_mid / T_tgt {ratio:g}"
+    return f"at T_mid / T_tgt {ratio:g} it makes {g['mid_calls_per_round'].iloc[0]:.2f} mid calls a round " \
+           f"({g['speedup'].iloc[0]:.2f}x plain decoding)"
+
+
+def calls_span(s: pd.DataFrame, name: str) -> str:
+    """How scheduler `name`'s mid calls follow the ratio, lowest to highest decoded; "" at one ratio."""
+    g = s[s["schedule"] == name].sort_values("ratio")
+    if g["ratio"].nunique() < 2:
+        return ""
+    lo, hi = g.iloc[0], g.iloc[-1]
+    return (f"; it reads the ratio, and its calls follow it: {lo['mid_calls_per_round']:.2f} a round at "
+            f"{lo['ratio']:g}, {hi['mid_calls_per_round']:.2f} at {hi['ratio']:g}")
+
+
+def other_scheduler_words(s: pd.DataFrame, name: str, folder: Path, ratio: float, mine_name: str | None,
+                          mine: str, cls: str) -> str:
+    """A stored scheduler that is not TreeGraft adaptive: what it is and decides, and (a family or map scheduler)
+    how its calls at `ratio` compare with TreeGraft adaptive's."""
+    from treegraft_lab.schedule.choice import scheduler_kind
+
+    kind = scheduler_kind(folder)
+    line = (f"`{name}` is {folder.name}, the {kind}, not TreeGraft adaptive for any one profile (it runs only when "
+            f"its folder is named, `scheduler_path`): {decided_at(s, name, ratio)}{calls_span(s, name)}")
+    a, b = (calls_at(s, mine_name, ratio) if mine_name else None), calls_at(s, name, ratio)
+    if a is not None and b is not None and kind.startswith(("family", "map")):
+        one = s.loc[s["schedule"] == mine_name, "ratio"].nunique() == 1
+        line += (f". At {ratio:g} the two decide {'alike' if abs(a - b) < 0.1 else 'differently'} ({a:.2f} and "
+                 f"{b:.2f} mid calls a round); only {name} was trained to follow the cost ratio across profiles, "
+                 f"while {mine} was trained on {cls} alone"
+                 + (f", so the map decodes it at {cls}'s ratio only" if one else ""))
+    return line
+
+
+def default_trees_words(pair: str, base: DeviceProfile, config: DecodeConfig, mine: Path, cls: str,
+                        bench: str | Path | None) -> str:
+    """Where the workbench's default trees (the speed preset) have another TreeGraft adaptive than `mine`: which,
+    what it decided in `bench` and on its held-out training round starts; else ""."""
+    from treegraft_lab.config import preset
+    from treegraft_lab.schedule.choice import treegraft_adaptive
+
     default = preset("speed", prune=config.prune, clock=base.name)
     theirs = treegraft_adaptive(pair, base.name, default)
-    if theirs.resolve() != mine.resolve():
-        line = (f"The workbench's default trees (the speed preset: growth {default.growth}, small drafter "
-                f"{default.small}; notebook 05's run, the README's modelled column) have their own TreeGraft adaptive "
-                f"on {cls}, {theirs.name}")
-        b = bench_calls(bench) if bench else None
-        if b and b["settings"].get("small") == default.small and b["clock"] == base.name:
-            line += (f": on the {b['prompts']} eval prompts of `{Path(bench).name}` it made {b['mid_calls']} mid calls "
-                     f"in {b['rounds']} rounds ({b['speedup']:.2f}x plain decoding"
-                     + (f", the same decisions as {ENDPOINT_METHODS.get(b['same_as'], b['same_as'])})"
-                        if b["same_as"] else ")"))
-        gains = [held_out_gain(f) if (f / "scheduler.json").is_file() else None for f in (theirs, mine)]
-        if all(gains):
-            (g1, c1), (g0, c0) = gains
-            line += (f". On the held-out round starts of its training prompts it gains {g1:+.1%} over all-small and "
-                     f"calls at {c1:.1%} of the draft steps, against {g0:+.1%} and {c0:.1%} for {mine.name}: "
-                     + ("with those trees a mid call pays less on this profile" if g1 < g0 and c1 < c0 else
-                        "it was trained on other trees"))
-        out.append(line + ".")
-    return " ".join(out)
+    if theirs.resolve() == mine.resolve():
+        return ""
+    line = (f"The workbench's default trees (the speed preset: growth {default.growth}, small drafter "
+            f"{default.small}; notebook 05's run, the README's modelled column) have their own TreeGraft adaptive "
+            f"on {cls}, {theirs.name}")
+    b = bench_calls(bench) if bench else None
+    if b and b["settings"].get("small") == default.small and b["clock"] == base.name:
+        line += (f": on the {b['prompts']} eval prompts of `{Path(bench).name}` it made {b['mid_calls']} mid calls "
+                 f"in {b['rounds']} rounds ({b['speedup']:.2f}x plain decoding"
+                 + (f", the same decisions as {ENDPOINT_METHODS.get(b['same_as'], b['same_as'])})"
+                    if b["same_as"] else ")"))
+    gains = [held_out_gain(f) if (f / "scheduler.json").is_file() else None for f in (theirs, mine)]
+    if all(gains):
+        (g1, c1), (g0, c0) = gains
+        line += (f". On the held-out round starts of its training prompts it gains {g1:+.1%} over all-small and "
+                 f"calls at {c1:.1%} of the draft steps, against {g0:+.1%} and {c0:.1%} for {mine.name}: "
+                 + ("with those trees a mid call pays less on this profile" if g1 < g0 and c1 < c0 else
+                    "it was trained on other trees"))
+    return line
 
 
 # ---------------------------------------------------------------------------- the mid drafter axis

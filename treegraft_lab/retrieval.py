@@ -35,7 +35,8 @@ import math
 
 import torch
 
-from treegraft_lab.drafters import NgramDrafter, Proposal
+from treegraft_lab.drafters import NgramDrafter
+from treegraft_lab.parts import Proposal, SmallDrafter
 from treegraft_lab.tree import SMALL, DraftTree
 
 TOPK = 8  # candidates per matrix row (the paper's setting)
@@ -262,7 +263,7 @@ class SuffixDrafter:
         return added
 
 
-class SmallDrafters:
+class SmallDrafters(SmallDrafter):
     """The decoder's small drafter: one or more of `SMALL_DRAFTERS`, proposals concatenated."""
 
     def __init__(self, names: tuple[str, ...], nmax: int = 5, nmin: int = 1,
@@ -317,6 +318,16 @@ class SmallDrafters:
 
     def lookup(self, length: int, latest: bool = False) -> list[Proposal]:
         return self.ngram.lookup(length, latest)
+
+    def carried_state(self) -> torch.Tensor | None:
+        """A copy of Token Recycling's adjacency matrix (None: none yet, or no recycling part)."""
+        matrix = self.recycling.matrix if self.recycling is not None else None
+        return None if matrix is None else matrix.clone()
+
+    def restore_state(self, state: torch.Tensor | None) -> None:
+        """Put back a `carried_state` copy (None: an empty matrix), in place: the parts share it."""
+        if self.recycling is not None:
+            self.recycling.matrix = None if state is None else state.clone()
 
 
 def merged(tree: DraftTree, groups: list[tuple[str, list[Proposal]]]) -> list[Proposal]:

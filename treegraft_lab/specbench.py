@@ -121,6 +121,64 @@ def conversation_runner(pair, method: str, budget: int | str = 63, prune: str = 
 _SUMMED = ("wall_s", "rounds", "accepted", "mid_calls", "draft_s", "verify_s", "forward_s", "overhead_s", "prefill_s")
 
 
+def answering_methods(methods) -> list[str]:
+    """ar first, then the other methods once each; refused unless every one can write answers."""
+    methods = list(dict.fromkeys(["ar", *methods]))
+    bad = [m for m in methods if m not in answer_methods()]
+    if bad:
+        raise TreeGraftError(f"method(s) {', '.join(bad)} cannot write Spec-Bench answers (no per-forward accept "
+                             f"lengths); use {', '.join(answer_methods())}")
+    return methods
+
+
+def _warm_runners(pair, methods: list[str], first: dict, budget: int | str, prune: str, growth: dict | None,
+                  journal: Journal, warmup_tokens: int) -> dict:
+    """One conversation runner per method on this device's profile (resolved once), each warmed up
+    untimed on the first turn of question `first`, then set to the state the journal's last question left it in."""
+    from treegraft_lab import bench, measure
+
+    here = journal.once("wall_profile", lambda: measure.resolve("wall", pair), DeviceProfile.to_dict,
+                        DeviceProfile.from_dict)  # this device's profile, resolved once for every decoder
+    runners = {m: conversation_runner(pair, m, budget, prune, "wall", growth, here) for m in methods}
+    for run in runners.values():  # warm-up, untimed, leaving no state behind (Token Recycling's matrix)
+        bench.warm_up(run, [{"role": "user", "content": first["turns"][0]}], warmup_tokens)
+    for m, state in (journal.state() or {}).items():  # resumed: as the last stored question left them
+        runners[m].restore_state(state)
+    return runners
+
+
+def rotated(methods: list[str], i: int) -> list[str]:
+    """The order the methods decode question `i` in: rotated by `i` (as `bench.run_bench`)."""
+    return methods[i % len(methods):] + methods[:i % len(methods)]
+
+
+def answer_line(q: dict, choice: dict, model_id: str) -> dict:
+    """One answer file line: the question's id and category, a fresh answer id, the time, the choice."""
+    return {"question_id": q["question_id"], "category": q["category"], "answer_id": uuid.uuid4().hex[:22],
+            "model_id": model_id, "tstamp": time.time(), "choices": [choice]}
+
+
+def answer_question(q: dict, i: int, methods: list[str], runners: dict, files: dict, max_new_tokens: int, tokenizer,
+                    model_id: str, bar) -> list[dict]:
+    """Question `i` conversed by every method (each answer line written as it ends); one record per
+    method, in `methods` order, ar's tokens the reference."""
+    from treegraft_lab import bench
+
+    outs = {}
+    for m in rotated(methods, i):
+        outs[m] = _converse(runners[m], q["turns"], max_new_tokens, tokenizer)
+        files[m].write(json.dumps(answer_line(q, outs[m]["choice"], f"{model_id}-{m}")) + "\n")
+        files[m].flush()
+        bar.update()
+    ref = outs["ar"]["token_ids"]
+    rows = []
+    for m in methods:
+        o = outs[m]
+        rec = bench.record_row(q, o["prompt_ids"], m, 0, {**o["totals"], "token_ids": o["token_ids"]}, ref)
+        rows.append({**rec, "turns": len(q["turns"])})
+    return rows
+
+
 def answer_questions(pair, questions: list[dict], methods, folder, max_new_tokens: int = 256, budget: int | str = 63,
                      prune: str = "topk", model_id: str | None = None, warmup_tokens: int = 16,
                      progress: bool = True, growth: dict | None = None, journal: Journal | None = None) -> pd.DataFrame:
@@ -137,25 +195,14 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
 
     from tqdm.auto import tqdm
 
-    from treegraft_lab import bench, measure
-
-    methods = list(dict.fromkeys(["ar", *methods]))
-    bad = [m for m in methods if m not in answer_methods()]
-    if bad:
-        raise TreeGraftError(f"method(s) {', '.join(bad)} cannot write Spec-Bench answers (no per-forward accept "
-                             f"lengths); use {', '.join(answer_methods())}")
+    methods = answering_methods(methods)
     if not questions:
         raise TreeGraftError("no questions to answer")
     folder = check_writable(folder)
     model_id = model_id or getattr(pair, "name", "model")
     journal = journal or Journal()
-    here = journal.once("wall_profile", lambda: measure.resolve("wall", pair), DeviceProfile.to_dict,
-                        DeviceProfile.from_dict)  # this device's profile, resolved once for every decoder
-    runners = {m: conversation_runner(pair, m, budget, prune, "wall", growth, here) for m in methods}
-    for run in runners.values():  # warm-up, untimed, leaving no state behind (Token Recycling's matrix)
-        bench.warm_up(run, [{"role": "user", "content": questions[0]["turns"][0]}], min(warmup_tokens, max_new_tokens))
-    for m, state in (journal.state() or {}).items():  # resumed: as the last stored question left them
-        runners[m].restore_state(state)
+    runners = _warm_runners(pair, methods, questions[0], budget, prune, growth, journal,
+                            min(warmup_tokens, max_new_tokens))
     done = journal.count()
     for m in methods:
         keep_lines(folder / f"{m}.jsonl", done)
@@ -169,22 +216,9 @@ def answer_questions(pair, questions: list[dict], methods, folder, max_new_token
                 rows += stored
                 bar.update(len(methods))
                 continue
-            order = methods[i % len(methods):] + methods[:i % len(methods)]
-            outs = {}
-            for m in order:
-                outs[m] = _converse(runners[m], q["turns"], max_new_tokens, pair.tokenizer)
-                line = {"question_id": q["question_id"], "category": q["category"], "answer_id": uuid.uuid4().hex[:22],
-                        "model_id": f"{model_id}-{m}", "tstamp": time.time(), "choices": [outs[m]["choice"]]}
-                files[m].write(json.dumps(line) + "\n")
-                files[m].flush()
-                bar.update()
-            ref = outs["ar"]["token_ids"]
-            first = len(rows)
-            for m in methods:
-                o = outs[m]
-                rec = bench.record_row(q, o["prompt_ids"], m, 0, {**o["totals"], "token_ids": o["token_ids"]}, ref)
-                rows.append({**rec, "turns": len(q["turns"])})
-            journal.add(f"{i}/{q['question_id']}", rows[first:],
+            rows_q = answer_question(q, i, methods, runners, files, max_new_tokens, pair.tokenizer, model_id, bar)
+            rows += rows_q
+            journal.add(f"{i}/{q['question_id']}", rows_q,
                         {m: r.carried_state() for m, r in runners.items() if hasattr(r, "carried_state")} or None)
             done = i + 1
     finally:

@@ -41,11 +41,20 @@ class DraftTree:
     @classmethod
     def start(cls, root_token: int) -> DraftTree:
         t = cls()
-        t._append(root_token, -1, 0.0, 0, 0, 0)
+        t.append(root_token, -1, 0.0, 0, 0, 0)
         return t
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def holds(self, tokens: list[int]) -> bool:
+        """True when the live path root -> `tokens` exists in the tree."""
+        v = 0
+        for tok in tokens:
+            v = self.children[v].get(tok, -1)
+            if v < 0 or not self.alive[v]:
+                return False
+        return True
 
     def copy(self) -> DraftTree:
         """An independent copy (lists and children dicts copied): cheaper than deepcopy."""
@@ -53,7 +62,9 @@ class DraftTree:
         kw["children"] = [dict(c) for c in self.children]
         return DraftTree(**kw)
 
-    def _append(self, token: int, parent: int, logp: float, creator: int, step: int, ngram_n: int) -> int:
+    def append(self, token: int, parent: int, logp: float, creator: int, step: int, ngram_n: int) -> int:
+        """A new node `token` under `parent` with edge log-prob `logp`, its path score taken as is
+        (no sibling check, no refresh: `add_child` is the checked way); returns its id."""
         nid = len(self.tokens)
         self.tokens.append(token)
         self.parent.append(parent)
@@ -86,7 +97,7 @@ class DraftTree:
             if creator == MID and self.take_mid_logp(old, logp) and refresh:
                 self.refresh_scores()
             return old, False
-        return self._append(token, parent, logp, creator, step, ngram_n), True
+        return self.append(token, parent, logp, creator, step, ngram_n), True
 
     def take_mid_logp(self, v: int, logq: float) -> bool:
         """The mid drafter's log q for edge `v` replaces the n-gram heuristic, except on prompt

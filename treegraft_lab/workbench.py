@@ -1,4 +1,5 @@
-"""Shared helpers of the workbench notebooks: the demo pair, SMOKE sizing, sample runs, run maths.
+"""The workbench notebooks' sizing and caches: SMOKE sizing, the pair and clock they decode with, the
+pair loaded once, and the runs they record, saved and loaded again (the sample, suite and tiny runs).
 
 Every notebook starts with `from treegraft_lab import workbench as wb` and `S = wb.sizes()`:
 with the environment variable `SMOKE=1` the sizes shrink so that a notebook runs in a minute or
@@ -8,7 +9,9 @@ two on a 2-core CPU (one or two prompts, a few dozen tokens, small budgets).
 from __future__ import annotations
 
 import functools
+import json
 import os
+import random
 import types
 import warnings
 from collections.abc import Callable
@@ -16,10 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
+from treegraft_lab.config import GROWTH_FIELDS, DecodeConfig
+from treegraft_lab.config import preset as make_preset
+from treegraft_lab.errors import TreeGraftError
+from treegraft_lab.hooks import load_run, record
 from treegraft_lab.paths import RUNS_DIR
-from treegraft_lab.presets import DEFAULT_PAIR
+from treegraft_lab.presets import DEFAULT_PAIR, SPEED_GROWTH, SPEED_SMALL
+from treegraft_lab.prompts import load_prompts
+from treegraft_lab.schedule.choice import choose_settings, dtype_name
 
 
 def smoke() -> bool:
@@ -64,7 +71,7 @@ class Params:
 
     def pair_name(self) -> str:
         """The name runs and schedulers are filed under (a pair folder's own name)."""
-        from treegraft_lab.models import PAIRS
+        from treegraft_lab.models import PAIRS  # lazy: models loads torch and transformers
 
         return self.pair if self.pair in PAIRS else Path(self.pair).expanduser().name
 
@@ -72,15 +79,12 @@ class Params:
         """The dtype and pruning the notebooks run with: ones this pair's adaptive scheduler was
         trained for on this device and clock where one is (`schedule.choice`), value pruning first, for
         the trees the notebooks grow (the speed preset's growth and small drafter)."""
-        from treegraft_lab.presets import SPEED_GROWTH, SPEED_SMALL
-        from treegraft_lab.schedule.choice import choose_settings
-
         return choose_settings(self.pair_name(), device=self.device, clock=self.clock, growth=SPEED_GROWTH,
                                small=SPEED_SMALL, prefer_prune="value" if self.clock == "wall" else "topk")
 
     def scheduler_lines(self) -> list[str]:
         """Which adaptive scheduler the notebooks use for this pair and clock, or the commands that make one."""
-        from treegraft_lab.models import PAIRS
+        from treegraft_lab.models import PAIRS  # lazy: models loads torch and transformers
 
         name, choice = self.pair_name(), self.scheduler_choice()
         if choice.offered:
@@ -139,8 +143,6 @@ def pair_dtype(name: str, device: str) -> str:
     p = Params(name, device, current().clock)
     choice = p.scheduler_choice()
     if choice.dtype != "auto":  # only the dtype: each run names its own pruning in its caption
-        from treegraft_lab.schedule.choice import dtype_name
-
         trained = f"its adaptive scheduler {choice.folder.name}" if choice.folder else "its adaptive scheduler"
         print(f"note: the pair loads in {choice.dtype}, the dtype {trained} was trained for "
               f"({dtype_name('auto', device)}, this device's default, has none)")
@@ -149,9 +151,9 @@ def pair_dtype(name: str, device: str) -> str:
 
 @functools.lru_cache(maxsize=2)
 def cached_pair(name: str, device: str) -> Any:
+    # lazy: transformers and models (torch) load with the pair, not with the notebook's sizes
     from transformers.utils import logging as hf_logging
 
-    from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.models import PAIRS, load_pair
 
     hf_logging.disable_progress_bar()  # no "Loading weights" bar widget in notebook outputs
@@ -188,8 +190,8 @@ def record_runs(pair: Any, prompts: list, config: Any, max_new_tokens: int,
     DeviceProfile, e.g. one scaled from the clock's) is given: the decoder prices with it. `progress(tokens)`:
     called after every round with the tokens the current prompt has emitted so far.
     """
-    from treegraft_lab import TreeGraftDecoder, measure, record
-    from treegraft_lab.errors import TreeGraftError
+    from treegraft_lab import measure  # lazy: measure and the decoder load torch
+    from treegraft_lab.decoder import TreeGraftDecoder
 
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:  # before the profile is measured
         raise TreeGraftError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
@@ -223,8 +225,6 @@ def cached_run(name: str, record: Callable[[], Any], config: Any = None) -> Any:
 
     Set `RERECORD=1` to record afresh. Views need only the saved tables, never the model.
     """
-    from treegraft_lab import load_run
-
     p = current()
     sub = "" if p.default else f"{p.pair_name()}@{Path(p.clock).stem}/"  # another pair or clock: its own folder
     path = runs_dir() / (sub + name + ("-smoke" if smoke() else ""))
@@ -243,10 +243,6 @@ def cached_run(name: str, record: Callable[[], Any], config: Any = None) -> Any:
 def _same_trees(recorded: str, config: Any = None) -> bool:
     """Whether a recorded run's config (JSON) names every growth field, and, given `config`, grows its
     trees as `config` does (the same growth fields and small drafter)."""
-    import json
-
-    from treegraft_lab.config import GROWTH_FIELDS
-
     rec = json.loads(recorded)
     if not all(f in rec for f in GROWTH_FIELDS):  # older runs predate the growth options
         return False
@@ -259,8 +255,6 @@ SAMPLE_PROMPT = "Explain what a hash map is, with a short example."
 def sample_run() -> Any:
     """The shared sample run of the notebooks: one prompt, schedule 10101 (mid at steps 1, 3, 5), top-k
     pruning: fixed by name, so that every round shows grafting and its whole budget."""
-    from treegraft_lab import DecodeConfig
-
     S = sizes()
     cfg = DecodeConfig(schedule="10101", prune="topk", budget=S.budget, clock=current().clock)
     return cached_run("sample", lambda: record_runs(demo_pair(), [SAMPLE_PROMPT], cfg, S.max_new_tokens), cfg)
@@ -271,8 +265,6 @@ SUITE_SMOKE_CATEGORIES = ("math", "code")  # short prompts: cheap prefill
 
 def suite_prompts(limit: int | None = None) -> list[dict]:
     """Eval prompts of the treegraft suite: `per_category` of each category (SMOKE: math, then code)."""
-    from treegraft_lab import load_prompts
-
     S = sizes()
     cats = list(SUITE_SMOKE_CATEGORIES) if S.smoke else None
     rows = load_prompts("treegraft-suite", split="eval", categories=cats, per_category=S.per_category)
@@ -287,89 +279,14 @@ def suite_run(schedule: str = "10101", limit: int | None = None, max_new_tokens:
     `presets.PRESETS`), top-k pruning unless given, and any DecodeConfig overrides, recorded once.
     `profile`: a DeviceProfile to price with instead of the one the clock names (its name joins the
     run's); a folder among the overrides (`scheduler_path`) names the run by its last part."""
-    from treegraft_lab.config import preset as make
-
     S = sizes()
-    cfg = make(preset, schedule=schedule, **{"budget": S.budget, "clock": current().clock, "prune": "topk", **config})
+    cfg = make_preset(preset, schedule=schedule, **{"budget": S.budget, "clock": current().clock, "prune": "topk", **config})
     extra = "".join(f"-{k}={Path(str(v)).name if k == 'scheduler_path' else v}" for k, v in sorted(config.items()))
     extra += f"-at={profile.name}" if profile is not None else ""
     n = max_new_tokens or S.max_new_tokens
     name = f"suite-{schedule}" + ("" if preset == "speed" else f"-{preset}") + extra + (f"-n{limit}" if limit else "") \
         + (f"-t{n}" if max_new_tokens else "")
     return cached_run(name, lambda: record_runs(demo_pair(), suite_prompts(limit), cfg, n, profile=profile), cfg)
-
-
-def figures_dir() -> Path:
-    """Where notebooks save figures: `runs_dir()/figures`."""
-    path = runs_dir() / "figures"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-TABLE_CSS = [{"selector": "th, td", "props": "padding: 2px 6px; text-align: right; white-space: nowrap"},
-             {"selector": "th.row_heading, td.col0", "props": "text-align: left"}]
-
-
-WRAP_CSS = [{"selector": "th.col_heading", "props": "white-space: normal; max-width: 9em; vertical-align: bottom"},
-            {"selector": "td.col0, td.col1", "props": "white-space: normal; max-width: 14em"}]  # a wide table fits 848 px
-
-
-def styled(df: pd.DataFrame, pct: tuple = (), ratio: tuple = (), ms: tuple = (), ints: tuple = (),
-           decimals: int = 2, pct_decimals: int = 1, ratio_decimals: int = 2, wrap: bool = False) -> Any:
-    """`df` for display: shares as %, ratios as x, milliseconds rounded, other floats to `decimals`,
-    "—" where a value does not apply (NaN), padded and right-aligned columns; `wrap`: headers and the
-    first two columns wrap (a table of many worded columns stays inside the output's 848 px)."""
-    fmt: dict[str, Any] = {c: f"{{:.{pct_decimals}%}}" for c in pct} | {c: f"{{:.{ratio_decimals}f}}x" for c in ratio}
-    fmt |= {c: "{:,.0f}" for c in (*ms, *ints)}
-    rest = [c for c in df.columns if c not in fmt and pd.api.types.is_float_dtype(df[c])]
-    fmt |= {c: f"{{:.{decimals}f}}" for c in rest}
-    return df.style.format({c: f for c, f in fmt.items() if c in df.columns}, na_rep="—").set_table_styles(
-        TABLE_CSS + (WRAP_CSS if wrap else []))
-
-
-def show(fig: Any, name: str) -> None:
-    """Display `fig` in the notebook and save it as `figures_dir()/name`: matplotlib as .png, plotly as
-    a stand-alone .html (plotly's JavaScript embedded, so it opens offline). The package's plotly figures
-    (`viz.export.Figure`) are shown and saved with their config: no cloud upload button, and a PNG button
-    that names the file after the caption."""
-    from IPython.display import Image, display
-
-    if hasattr(fig, "savefig"):
-        path = figures_dir() / f"{name}.png"
-        fig.savefig(path, dpi=100)
-        display(Image(path.read_bytes()))
-    else:
-        path = figures_dir() / f"{name}.html"
-        fig.write_html(path, include_plotlyjs=True)
-        display(fig)
-    print(f"saved {path}")
-
-
-# ---------------------------------------------------------------------------- run maths
-
-
-def round_context(run: Any, round: int, run_id: int = 0) -> list[int]:
-    """Token ids committed when `round` starts: the prompt plus every token emitted before it.
-
-    Each earlier round emitted its accepted draft tokens plus one bonus token. The ids are
-    rebuilt from the runs table's output ids, so no model is needed.
-    """
-    r = run.runs[run.runs["run"] == run_id].iloc[0]
-    rounds = run.rounds[(run.rounds["run"] == run_id) & (run.rounds["round"] < round)]
-    n = int((rounds["accepted"] + 1).sum())
-    return list(r["prompt_ids"]) + list(r["output_ids"])[:n]
-
-
-def accepted_spans(run: Any, run_id: int = 0) -> list[tuple[int, int, int]]:
-    """(round, start, end) token offsets into the output for each round's emitted tokens."""
-    rounds = run.rounds[run.rounds["run"] == run_id].sort_values("round")
-    out_len = len(run.runs[run.runs["run"] == run_id].iloc[0]["output_ids"])
-    spans, pos = [], 0
-    for rd, acc in zip(rounds["round"], rounds["accepted"]):
-        end = min(pos + int(acc) + 1, out_len)
-        spans.append((int(rd), pos, end))
-        pos = end
-    return spans
 
 
 # ---------------------------------------------------------------------------- tiny runs
@@ -382,16 +299,13 @@ def tiny_run(rounds: int = 3, schedule: str = "10101", budget: int = 63, seed: i
     drafter finds matches); the "full" preset (full growth, the n-gram drafter: WHERE and HOW drawn
     plainly) with `config` as DecodeConfig overrides (growth fields, small, non_destructive, ...).
     Priced on the a100-paper profile (nothing is measured); the first `rounds` rounds are kept."""
-    import random
-
-    from treegraft_lab import TreeGraftDecoder, record
-    from treegraft_lab.config import preset
+    from treegraft_lab.decoder import TreeGraftDecoder  # lazy: the decoder and tiny load torch
     from treegraft_lab.tiny import tiny_pair
 
     rng = random.Random(seed)
     motif = [rng.randrange(64) for _ in range(6)]
     prompt = motif * 3 + [rng.randrange(64) for _ in range(4)]
-    cfg = preset("full", schedule=schedule, budget=budget, **{"clock": "a100-paper", **config})
+    cfg = make_preset("full", schedule=schedule, budget=budget, **{"clock": "a100-paper", **config})
     dec = TreeGraftDecoder(tiny_pair("llama", vocab=64, scale=4.0), cfg)
     with record(dec) as rec:
         dec.generate(prompt, max_new_tokens=rounds * (cfg.depth + 1))
@@ -402,100 +316,3 @@ def tiny_run(rounds: int = 3, schedule: str = "10101", budget: int = 63, seed: i
     if len(run.rounds) < rounds:
         raise ValueError(f"the tiny run ended after {len(run.rounds)} rounds, before {rounds}")
     return run
-
-
-# ---------------------------------------------------------------------------- signal importance (scikit-learn)
-
-
-def group_folds(groups, n_folds: int = 5, seed: int = 0) -> Any:
-    """Fold index per row so that every group (prompt) sits in exactly one fold.
-
-    `treegraft_lab.training.grouped_cv.group_folds` (scikit-learn's seeded `GroupKFold`) with the number of
-    folds cut to the number of groups; a single group gets the single fold 0.
-    """
-    import numpy as np
-
-    from treegraft_lab.training import grouped_cv
-
-    n = min(n_folds, grouped_cv.n_groups(groups))
-    return grouped_cv.group_folds(groups, n, seed) if n >= 2 else np.zeros(len(groups), dtype=int)
-
-
-def grouped_cv_r2(X: Any, y: Any, groups, n_folds: int = 5, seed: int = 0) -> float:
-    """Out-of-fold R^2 of a ridge regression, folds grouped by prompt (no prompt in train and test).
-
-    NaN with fewer than two groups (nothing to hold out).
-    """
-    from treegraft_lab.training import grouped_cv
-
-    n = min(n_folds, grouped_cv.n_groups(groups))
-    return grouped_cv.grouped_cv_r2(X, y, groups, n, seed) if n >= 2 else float("nan")
-
-
-def signal_importance(table: pd.DataFrame, signals, target: str = "accepted", n_folds: int = 5,
-                      repeats: int = 5, seed: int = 0) -> pd.DataFrame:
-    """Per signal: grouped-CV R^2 alone (with the step k), and held-out permutation importance.
-
-    `table` has one row per draft step (e.g. `viz.stats.signal_table(run)`), a `run` column to
-    group by, the signals and `target`. The model is scikit-learn's ridge on standardised inputs;
-    folds are `GroupKFold` by run (prompt). Permutation importance = drop of the out-of-fold R^2 of
-    the all-signal model when one signal is shuffled within the test folds
-    (`sklearn.inspection.permutation_importance`, `repeats` shuffles). With fewer than two runs
-    every R^2 is NaN.
-    """
-    import numpy as np
-
-    from treegraft_lab.training import grouped_cv
-
-    signals = list(signals)
-    y = table[target].to_numpy(float)
-    groups = table["run"].to_numpy()
-    k = table[["step"]].to_numpy(float)
-    X = table[signals].to_numpy(float)
-    n = min(n_folds, grouped_cv.n_groups(groups))
-    if n >= 2:
-        full, drops = grouped_cv.permutation_r2_drop(np.hstack([k, X]), y, groups, n, repeats, seed)
-        drops = drops[1:]
-    else:
-        full, drops = float("nan"), np.full(len(signals), np.nan)
-    k_only = grouped_cv_r2(k, y, groups, n_folds, seed)
-    rows = []
-    for i, s in enumerate(signals):
-        alone = grouped_cv_r2(np.hstack([k, X[:, [i]]]), y, groups, n_folds, seed)
-        rows.append({"signal": s, "cv_r2_with_k": alone, "gain_over_k": alone - k_only,
-                     "permutation_drop": float(drops[i])})
-    out = pd.DataFrame(rows).sort_values("gain_over_k", ascending=False, ignore_index=True)
-    out.attrs.update(r2_all=full, r2_k_only=k_only, folds=max(1, n))
-    return out
-
-
-COMPARE_METHODS = {  # bench method -> its name in the views (`bench.tree_decoder` builds each)
-    "10101": "TreeGraft 10101", "small": "all-small", "mid": "all-mid", "adaptive": "TreeGraft adaptive",
-    "hf-pld": "prompt lookup", "suffix": "suffix decoding", "recycling": "Token Recycling", "csd": "cascade (CSD)",
-}
-
-
-def compare_round(pair: Any, run: Any, round: int, methods: tuple[Any, ...] = ("10101", "hf-pld"),
-                  run_id: int = 0) -> dict[Any, Any]:
-    """Each of `methods` drafts ONE round from the start of `round` of a recorded run (the same
-    committed text), recorded: method -> its one-round Run (`decoder.record_round`). A method is a
-    name of `COMPARE_METHODS` (the budget and pruning are then the recorded run's) or a decoder of
-    one's own (`TreeGraftDecoder(pair, config, small=..., ...)`, docs/design.md "Extending"). Token
-    Recycling starts with an empty matrix (it learns from the target's verified logits over a run)."""
-    import json
-
-    from treegraft_lab import measure
-    from treegraft_lab.bench import tree_decoder
-    from treegraft_lab.decoder import record_round
-
-    cfg = json.loads(run.runs[run.runs["run"] == run_id].iloc[0]["config"])
-    prompt_len = len(run.runs[run.runs["run"] == run_id].iloc[0]["prompt_ids"])
-    context = round_context(run, round, run_id)
-    clock = current().clock
-    profile = measure.resolve(clock, pair)
-    out = {}
-    for m in methods:
-        dec = m if not isinstance(m, str) else tree_decoder(pair, m, budget=cfg.get("budget", 63),
-                                                             prune=cfg.get("prune", "topk"), clock=clock, profile=profile)
-        out[m] = record_round(dec, context, prompt_len)[1]
-    return out

@@ -98,15 +98,12 @@ def _choose(args: argparse.Namespace, methods: list[str], growth: dict) -> tuple
 
 
 def run(args: argparse.Namespace) -> int:
-    from treegraft_lab import bench, specbench
+    """Check every setting and the prompts, open the journal, load the pair, run the bench, save and print."""
+    from treegraft_lab import bench
     from treegraft_lab.errors import TreeGraftError
     from treegraft_lab.paths import DATA_DIR
-    from treegraft_lab.prompts import load_prompts
 
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    unknown = [m for m in methods if m not in bench.METHODS]
-    if unknown:
-        raise TreeGraftError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(bench.METHODS)}")
+    methods = bench_methods(args.methods)
     if args.max_new_tokens < 1 or args.repeats < 1:
         raise TreeGraftError("--max-new-tokens and --repeats must be >= 1")
     budget = args.budget if args.budget == "auto" else int_or_auto(args.budget, "--budget")
@@ -123,49 +120,108 @@ def run(args: argparse.Namespace) -> int:
     if named:
         check_scheduler(args, clocks, growth)
     if args.answers:  # every check before a model loads
-        if args.model_on:
-            raise TreeGraftError("--answers times the wall clock, as Spec-Bench does: leave out --model-on")
-        bad = [m for m in methods if m not in specbench.answer_methods()]
-        if bad:
-            raise TreeGraftError(f"--answers: {', '.join(bad)} expose(s) no per-forward accept lengths for Spec-Bench's "
-                                 f"answer files; use methods from {', '.join(specbench.answer_methods())}")
-        specbench.check_writable(args.answers)
+        check_answers(args, methods)
+    prompts = bench_prompts(args)
+    check_resume(args)
+    journal = _journal(args, Path(args.out), methods, prompts) if args.out else None  # refused before any model loads
+    pair = load_pair_from_args(args, require_mid=needs_mid(methods))
+    settings = run_settings(pair, args)
+    out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    journal = journal or _journal(args, out, methods, prompts)
+    journal.check(settings)  # the pair (and the pocket drafter's training step) the run began with
+    cli = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", "..."]  # "...": called from Python
+    settings["command"] = journal.once("command", lambda: "treegraft-lab " + shlex.join(a for a in cli if a != "--resume"))
+    result, table = measured(pair, prompts, methods, args, budget, settings, growth, journal)
+    if no_adaptive:
+        result.skipped["adaptive"] = no_adaptive
+    return save_and_print(args, result, table, out, journal)
+
+
+def bench_methods(text: str) -> list[str]:
+    """--methods as a list, refused in one line when it names an unknown method."""
+    from treegraft_lab import bench
+    from treegraft_lab.errors import TreeGraftError
+
+    methods = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in bench.METHODS]
+    if unknown:
+        raise TreeGraftError(f"unknown method(s) {', '.join(unknown)}; known: {', '.join(bench.METHODS)}")
+    return methods
+
+
+def check_answers(args: argparse.Namespace, methods: list[str]) -> None:
+    """--answers: the wall clock only, methods with per-forward accept lengths, a folder that can be written."""
+    from treegraft_lab import specbench
+    from treegraft_lab.errors import TreeGraftError
+
+    if args.model_on:
+        raise TreeGraftError("--answers times the wall clock, as Spec-Bench does: leave out --model-on")
+    bad = [m for m in methods if m not in specbench.answer_methods()]
+    if bad:
+        raise TreeGraftError(f"--answers: {', '.join(bad)} expose(s) no per-forward accept lengths for Spec-Bench's "
+                             f"answer files; use methods from {', '.join(specbench.answer_methods())}")
+    specbench.check_writable(args.answers)
+
+
+def bench_prompts(args: argparse.Namespace) -> list[dict]:
+    """The prompts of --prompts / --split / --categories / --limit-per-category, checked, and the pair's name checked."""
+    from treegraft_lab.prompts import load_prompts
+
     cats = args.categories.split(",") if args.categories else None
     prompts = load_prompts(args.prompts, split=args.split, categories=cats, per_category=args.limit_per_category)
     check_prompts(prompts, args)
     check_pair(None if args.target else args.pair)
+    return prompts
+
+
+def check_resume(args: argparse.Namespace) -> None:
+    """--resume needs --out, and an --out that holds an interrupted run."""
+    from treegraft_lab.errors import TreeGraftError
+
     if args.resume and not args.out:
         raise TreeGraftError("--resume continues the run in --out: give the folder the interrupted run wrote to "
                              "(the line it printed names it)")
     if args.resume and (Path(args.out) / "records.parquet").is_file() and not (Path(args.out) / "partial").is_dir():
         raise TreeGraftError(f"--resume: {args.out} holds a complete run and nothing interrupted: leave out --resume "
                              "to run it again")
-    journal = _journal(args, Path(args.out), methods, prompts) if args.out else None  # refused before any model loads
-    needs_mid = any(m not in ("ar", "hf-pld", "small", "recycling", "suffix") for m in methods)
-    pair = load_pair_from_args(args, require_mid=needs_mid)
-    cli = sys.argv[1:] if sys.argv[1:2] == ["bench"] else ["bench", "..."]  # "...": called from Python
-    settings = {"pair": pair.name, "target": getattr(pair, "target_id", ""), "mid": getattr(pair, "mid_id", ""),
-                **_drafter_info(getattr(pair, "mid_id", "")), "prompt_suite": str(args.prompts), "split": args.split,
-                "limit_per_category": args.limit_per_category}
-    out = Path(args.out) if args.out else DATA_DIR / "bench" / f"{pair.name.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
-    journal = journal or _journal(args, out, methods, prompts)
-    journal.check(settings)  # the pair (and the pocket drafter's training step) the run began with
-    settings["command"] = journal.once("command", lambda: "treegraft-lab " + shlex.join(a for a in cli if a != "--resume"))
+
+
+def needs_mid(methods: list[str]) -> bool:
+    """Whether any of the methods drafts with the mid drafter."""
+    return any(m not in ("ar", "hf-pld", "small", "recycling", "suffix") for m in methods)
+
+
+def run_settings(pair, args: argparse.Namespace) -> dict:
+    """What the results record of the run: the pair, its models, the pocket drafter's training step, the prompts."""
+    return {"pair": pair.name, "target": getattr(pair, "target_id", ""), "mid": getattr(pair, "mid_id", ""),
+            **_drafter_info(getattr(pair, "mid_id", "")), "prompt_suite": str(args.prompts), "split": args.split,
+            "limit_per_category": args.limit_per_category}
+
+
+def measured(pair, prompts: list[dict], methods: list[str], args: argparse.Namespace, budget, settings: dict,
+             growth: dict, journal):
+    """(result, Spec-Bench table): the bench run (or the answer files written); a Ctrl-C says how many prompts
+    are stored."""
+    from treegraft_lab import bench, specbench
+
     try:
         if args.answers:
-            result, table = _answers(pair, prompts, methods, args, budget, settings, growth, journal)
-        else:
-            result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
-                                     args.warmup_tokens, prune=args.prune, progress=True, settings=settings,
-                                     model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
-                                     prune_modelled=args.prune_modelled, model_only=args.model_only, growth=growth,
-                                     journal=journal)
-            table = specbench.speedup_table(specbench.records_per_question(result.records))
+            return _answers(pair, prompts, methods, args, budget, settings, growth, journal)
+        result = bench.run_bench(pair, prompts, methods, args.max_new_tokens, args.repeats, budget,
+                                 args.warmup_tokens, prune=args.prune, progress=True, settings=settings,
+                                 model_on=[c.strip() for c in args.model_on.split(",") if c.strip()],
+                                 prune_modelled=args.prune_modelled, model_only=args.model_only, growth=growth,
+                                 journal=journal)
+        return result, specbench.speedup_table(specbench.records_per_question(result.records))
     except KeyboardInterrupt:
         print(journal.interrupted("bench", f"{journal.count()} of {len(prompts)} prompts"), file=sys.stderr)
         raise
-    if no_adaptive:
-        result.skipped["adaptive"] = no_adaptive
+
+
+def save_and_print(args: argparse.Namespace, result, table, out: Path, journal) -> int:
+    """Save the results and specbench.md to `out`, close the journal, print the JSON or the tables."""
+    from treegraft_lab import bench, specbench
+
     bench.save(result, out)
     md = "## Spec-Bench speedup per task group (wall clock)\n\n" + specbench.speedup_markdown(table)
     (out / "specbench.md").write_text(md + "\n", encoding="utf-8")

@@ -220,6 +220,8 @@ def save_showcase(folder, pair, prompts: dict[str, str], out: dict[str, list[dic
 
 
 def run(args: argparse.Namespace) -> int:
+    """Check the flags, load the pair, say what this device's profile implies, run and print the bench, then
+    the WHEN table."""
     if args.max_new_tokens < 1:
         raise TreeGraftError(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
     from treegraft_lab.commands.common import check_pair
@@ -231,33 +233,70 @@ def run(args: argparse.Namespace) -> int:
         return when_pays(args)
     t0 = time.perf_counter()
     pair = _load(args.pair)
+    print_pair(pair, time.perf_counter() - t0)
+    prof, rec = device_settings(pair)
+    prompts = {"your prompt": args.prompt} if args.prompt else PROMPTS
+    for line in prompt_lines(prompts):
+        print(line)
+    print()
+    methods = list(METHODS) if pair.mid is not None else ["ar", "small", "hf-pld"]
+    if pair.mid is None:
+        print("note: no mid drafter, so only the n-gram drafter's methods run\n")
+    result = demo_bench(pair, prompts, methods, args.max_new_tokens, rec)
+    print_tables(result, prof, rec, list(prompts), args.max_new_tokens, t0)
+    if pair.mid is not None:
+        print()
+        showcase(pair if str(pair.dtype) == "torch.float32" else _float32(args.pair), prompts, args.max_new_tokens)
+    print("\nNext: `make lab` opens the workbench (JupyterLab on notebooks/, on this machine only, with a token); "
+          "start with 01_step_through.ipynb, which steps through a decoding round by round.")
+    return 0
+
+
+def print_pair(pair, seconds: float) -> None:
+    """The pair's models, device, dtype (and why), forward path and load time."""
     mid = type(pair.mid).__name__ if pair.mid is not None else "none"
     print(f"pair {pair.name}: target {pair.target_id}, mid {mid}; {pair.device}, "
-          f"{str(pair.dtype).removeprefix('torch.')}; loaded in {time.perf_counter() - t0:.1f} s")  # fmt: skip
+          f"{str(pair.dtype).removeprefix('torch.')}; loaded in {seconds:.1f} s")  # fmt: skip
     print(f"dtype {pair.dtype_reason}; forward path: {pair.forward_path}")
-    from treegraft_lab import bench, costs, measure
-    from treegraft_lab.commands.common import DEFAULT_GROWTH, DEFAULT_SMALL
+
+
+def device_settings(pair) -> tuple:
+    """(this device's profile, the settings it recommends), both printed with what the profile implies."""
+    from treegraft_lab import measure
     from treegraft_lab.commands.profile import implication
-    from treegraft_lab.config import GROWTHS
 
     prof = measure.for_pair(pair)
     rec = recommended(prof)
     print(f"device profile {prof.name} ({prof.device}; {prof.source}):\n  {implication(prof)}")
     print(f"  recommended here: prune={rec['prune']}, budget {rec['budget']} (at most; value pruning sizes each round)")
-    prompts = {"your prompt": args.prompt} if args.prompt else PROMPTS
-    for kind, text in prompts.items():
-        print(f"prompt ({kind}): {text.splitlines()[0][:100]}{' ...' if len(text) > 100 or chr(10) in text else ''}")
-    print()
-    methods = list(METHODS) if pair.mid is not None else ["ar", "small", "hf-pld"]
-    if pair.mid is None:
-        print("note: no mid drafter, so only the n-gram drafter's methods run\n")
+    return prof, rec
+
+
+def prompt_lines(prompts: dict[str, str]) -> list[str]:
+    """One line a prompt: its kind and the first 100 characters of its first line (" ..." where cut)."""
+    return [f"prompt ({kind}): {text.splitlines()[0][:100]}{' ...' if len(text) > 100 or chr(10) in text else ''}"
+            for kind, text in prompts.items()]
+
+
+def demo_bench(pair, prompts: dict[str, str], methods: list[str], n: int, rec: dict):
+    """The methods on the prompts: warmed up, then `REPEATS` times on this machine's clock and once on a100-paper's."""
+    from treegraft_lab import bench
+    from treegraft_lab.commands.common import DEFAULT_GROWTH, DEFAULT_SMALL
+    from treegraft_lab.config import GROWTHS
+
     growth = {**GROWTHS[DEFAULT_GROWTH], "small": DEFAULT_SMALL}
-    result = bench.run_bench(pair, [{"question_id": k, "category": k, "turns": [t]} for k, t in prompts.items()], methods,
-                             args.max_new_tokens, budget=rec["budget"], prune=rec["prune"], warmup_tokens=32,
-                             progress=True, model_on=["a100-paper"], prune_modelled="topk", growth=growth,
-                             warmup_prompt=WARMUP_PROMPT, repeats=REPEATS, model_repeats=1)
-    kinds = list(prompts)
-    n = args.max_new_tokens
+    return bench.run_bench(pair, [{"question_id": k, "category": k, "turns": [t]} for k, t in prompts.items()], methods,
+                           n, budget=rec["budget"], prune=rec["prune"], warmup_tokens=32,
+                           progress=True, model_on=["a100-paper"], prune_modelled="topk", growth=growth,
+                           warmup_prompt=WARMUP_PROMPT, repeats=REPEATS, model_repeats=1)
+
+
+def print_tables(result, prof, rec: dict, kinds: list[str], n: int, t0: float) -> None:
+    """The measured table, the a100-paper table, what was skipped, and what the numbers are."""
+    from treegraft_lab import costs
+    from treegraft_lab.commands.common import DEFAULT_GROWTH, DEFAULT_SMALL
+    from treegraft_lab.commands.profile import implication
+
     print(f"Measured on this machine ({prof.device}; {n} new tokens a prompt, greedy, prune={rec['prune']}, "
           f"{DEFAULT_GROWTH} growth, small drafter {DEFAULT_SMALL}; speedup over all prompts with the min–max of its "
           f"{REPEATS} per-repeat ratios, then on each prompt, its min–max in brackets):")
@@ -274,12 +313,6 @@ def run(args: argparse.Namespace) -> int:
           "interleaved (once modelled: its times do not vary); min–max: the same speedup within each repeat, lowest and "
           "highest; same decisions: the same tokens and the same kept tree every round, timed together as one number; "
           f"lossless: output identical to plain decoding; {time.perf_counter() - t0:.0f} s in all)")
-    if pair.mid is not None:
-        print()
-        showcase(pair if str(pair.dtype) == "torch.float32" else _float32(args.pair), prompts, n)
-    print("\nNext: `make lab` opens the workbench (JupyterLab on notebooks/, on this machine only, with a token); "
-          "start with 01_step_through.ipynb, which steps through a decoding round by round.")
-    return 0
 
 
 def _float32(name: str):

@@ -99,7 +99,8 @@ def port_free(port: int) -> bool:
     return True
 
 
-def run(args: argparse.Namespace) -> int:
+def checked_root(args: argparse.Namespace) -> Path:
+    """The notebooks' folder, resolved; refused in one line when it is missing or the port is bad or taken."""
     root = Path(args.notebooks).resolve()
     if not root.is_dir():
         raise TreeGraftError(f"no folder {root}: pass the notebooks' folder with --notebooks DIR")
@@ -108,6 +109,68 @@ def run(args: argparse.Namespace) -> int:
     if not port_free(args.port):
         raise TreeGraftError(f"port {args.port} on {HOST} is in use: pick another, e.g. `make lab PORT={args.port + 1}` "
                              f"or `treegraft-lab lab --port {args.port + 1}`")
+    return root
+
+
+def wait_until_up(proc: subprocess.Popen, port: int, token: str, timeout: float, stopping: list) -> None:
+    """Poll the server's status with the token until it answers 200 (or a signal stops the wait); refused when
+    the server exits first or does not answer within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not stopping:
+        if proc.poll() is not None:
+            raise TreeGraftError(f"JupyterLab exited with code {proc.returncode} before it answered (its log is above)")
+        try:
+            if get(port, "/api/status", token, timeout=2)[0] == 200:
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TreeGraftError(f"JupyterLab did not answer on {HOST}:{port} within {timeout:.0f} s")
+        time.sleep(0.3)
+
+
+def check_token_required(port: int) -> None:
+    """Refuse a server that answers a request without the token with anything but 403."""
+    status = get(port, "/api/contents/")[0]
+    if status != 403:
+        raise TreeGraftError(f"the server answered {status} to a request without the token (a Jupyter config "
+                             "that disables it?): stopped")
+
+
+def welcome(root: Path, port: int, token: str) -> str:
+    """What `lab` prints once the server is up: where it serves, the address with the token, where to start."""
+    return (f"\nThe workbench: JupyterLab on {root}, notebooks run on {sys.executable}.\n"
+            f"Open it in a browser on this machine (it listens on {HOST} only):\n\n"
+            f"    {lab_url(port, token)}\n\n"
+            f"Start with {FIRST_NOTEBOOK}. Ctrl+C stops the server and its kernels.\n")
+
+
+def wait_for_exit(proc: subprocess.Popen) -> None:
+    """Wait for the server to exit, in short waits that signal handlers can interrupt."""
+    while proc.poll() is None:
+        try:
+            proc.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def shut_down(proc: subprocess.Popen, before: dict, tmp: Path) -> None:
+    """Stop the server (killed after 30 s), put the signal handlers back and remove the kernel folder."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for s, h in before.items():
+        signal.signal(s, h)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the folder and port, start JupyterLab with a token, check that it asks for it, print the address, wait."""
+    root = checked_root(args)
     token = os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     tmp = Path(tempfile.mkdtemp(prefix="treegraft-lab-jupyter-"))
     stopping = []
@@ -125,41 +188,11 @@ def run(args: argparse.Namespace) -> int:
     for s in handled:
         signal.signal(s, stop)
     try:
-        deadline = time.monotonic() + args.start_timeout
-        while not stopping:
-            if proc.poll() is not None:
-                raise TreeGraftError(f"JupyterLab exited with code {proc.returncode} before it answered (its log is above)")
-            try:
-                if get(args.port, "/api/status", token, timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TreeGraftError(f"JupyterLab did not answer on {HOST}:{args.port} within {args.start_timeout:.0f} s")
-            time.sleep(0.3)
+        wait_until_up(proc, args.port, token, args.start_timeout, stopping)
         if not stopping:
-            status = get(args.port, "/api/contents/")[0]
-            if status != 403:
-                raise TreeGraftError(f"the server answered {status} to a request without the token (a Jupyter config "
-                                     "that disables it?): stopped")
-            print(f"\nThe workbench: JupyterLab on {root}, notebooks run on {sys.executable}.\n"
-                  f"Open it in a browser on this machine (it listens on {HOST} only):\n\n"
-                  f"    {lab_url(args.port, token)}\n\n"
-                  f"Start with {FIRST_NOTEBOOK}. Ctrl+C stops the server and its kernels.\n", flush=True)
-        while proc.poll() is None:  # a wait that signal handlers can interrupt
-            try:
-                proc.wait(timeout=0.5)
-            except subprocess.TimeoutExpired:
-                pass
+            check_token_required(args.port)
+            print(welcome(root, args.port, token), flush=True)
+        wait_for_exit(proc)
         return 0 if stopping else proc.returncode
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for s, h in before.items():
-            signal.signal(s, h)
-        shutil.rmtree(tmp, ignore_errors=True)
+        shut_down(proc, before, tmp)

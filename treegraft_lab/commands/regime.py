@@ -148,8 +148,7 @@ def _capture(args: argparse.Namespace, base) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    import pandas as pd
-
+    """The map's steps: refuse what cannot run together, collect / decode where asked, then print the map."""
     from treegraft_lab import costs, regime
 
     ratios = _ratios(args.ratios)
@@ -167,58 +166,98 @@ def run(args: argparse.Namespace) -> int:
     if args.heatmap:
         raise TreeGraftError("--heatmap draws the map over mid drafters: give --mids PAIR,PAIR too")
     if args.collect or args.decode:
-        import torch
-
-        from treegraft_lab import load_pair, load_prompts
-        from treegraft_lab.commands.common import check_pair, check_positive
-
-        check_pair(args.pair)
-        check_positive(max_new=args.max_new, starts=args.starts)
-        schedulers = _schedulers(args)
-        if args.decode:
-            regime.resolve_schedulers(schedulers, cfg.depth)  # a bad one is refused before any model loads
-        prompts = load_prompts(args.prompts, split=args.split, per_category=args.per_category)
-        if not prompts:
-            raise TreeGraftError(f"no {args.split} prompts in {args.prompts!r}: the validation split is the suite "
-                                 f"treegraft-validation (--prompts treegraft-validation --split validation)")
-        runs_on = engine.from_args(args, threads=args.threads or 1)
-        if args.threads and not runs_on.workers:
-            torch.set_num_threads(args.threads)
-        journal = _journal(args, folder, prompts, schedulers)  # an interrupted run is refused before any model loads
-        # in this process the pair loads here; on Ray each worker loads it once (`engine.PairLoader`)
-        pair = load_pair(args.pair, device=args.device, dtype=args.dtype) if not runs_on.workers else \
-            pair_loader(args.pair, args.device, args.dtype)
-        meta = {"pair": args.pair, "prompts": args.prompts, "split": args.split, "per_category": args.per_category,
-                "max_new": args.max_new, "decode": {k: v for k, v in cfg.to_dict().items() if k != "clock"},
-                "dtype": str(pair.dtype if not runs_on.workers else pair.planned_dtype())}
-        seconds, t0 = {}, time.perf_counter()
-        try:
-            if args.collect:
-                have = regime.load(folder)[0] if (folder / "replays.parquet").is_file() else None
-                df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have,
-                                    profile=base, journal=journal, engine=runs_on, seconds=seconds)
-                regime.save(df, folder, {**meta, "starts_cap": args.starts})
-            if args.decode:
-                folder.mkdir(parents=True, exist_ok=True)
-                for name, path in schedulers.items():  # one file per scheduler: runs for other ratios are kept
-                    runs = regime.decode(pair, prompts, cfg, regime.ratio_profiles(base, ratios), {name: path}, args.max_new,
-                                         journal=journal, engine=runs_on, seconds=seconds)
-                    old = folder / f"decodes-{base.name}-{name}.parquet"
-                    if old.is_file():
-                        prev = pd.read_parquet(old)
-                        runs = pd.concat([prev[~prev["ratio"].isin(ratios)], runs], ignore_index=True)
-                    runs.to_parquet(old, index=False)
-        except KeyboardInterrupt:
-            n = len(prompts)
-            done = [f"{journal.count('collect/')} of {n} prompts replayed"] if args.collect else []
-            done += [f"{journal.count('decode/')} of {n * len(ratios) * len(schedulers)} decodes (a prompt at a ratio "
-                     "with a scheduler)"] if args.decode else []
-            print(journal.interrupted("regime", " and ".join(done)), file=sys.stderr)
-            raise
-        journal.close()
-        print(f"regime: {engine.timing_words(seconds, time.perf_counter() - t0, runs_on)}", file=sys.stderr)
+        collect_and_decode(args, folder, base, cfg, ratios)
     if args.decode and not (folder / "replays.parquet").is_file():
         return 0  # decoded before the replays were collected: the map waits for them
+    print_map(args, folder, base, cfg, ratios)
+    return 0
+
+
+def checked_prompts(args: argparse.Namespace) -> list[dict]:
+    """The prompts of --prompts / --split / --per-category, refused in one line when there are none."""
+    from treegraft_lab import load_prompts
+
+    prompts = load_prompts(args.prompts, split=args.split, per_category=args.per_category)
+    if not prompts:
+        raise TreeGraftError(f"no {args.split} prompts in {args.prompts!r}: the validation split is the suite "
+                             f"treegraft-validation (--prompts treegraft-validation --split validation)")
+    return prompts
+
+
+def collect_and_decode(args: argparse.Namespace, folder: Path, base, cfg, ratios: list[float]) -> None:
+    """`--collect` / `--decode`: every flag checked and the journal opened before the pair loads, then the
+    replays and the decodes stored in `folder`; a Ctrl-C says how many are stored."""
+    import torch
+
+    from treegraft_lab import load_pair, regime
+    from treegraft_lab.commands.common import check_pair, check_positive
+
+    check_pair(args.pair)
+    check_positive(max_new=args.max_new, starts=args.starts)
+    schedulers = _schedulers(args)
+    if args.decode:
+        regime.resolve_schedulers(schedulers, cfg.depth)  # a bad one is refused before any model loads
+    prompts = checked_prompts(args)
+    runs_on = engine.from_args(args, threads=args.threads or 1)
+    if args.threads and not runs_on.workers:
+        torch.set_num_threads(args.threads)
+    journal = _journal(args, folder, prompts, schedulers)  # an interrupted run is refused before any model loads
+    # in this process the pair loads here; on Ray each worker loads it once (`engine.PairLoader`)
+    pair = load_pair(args.pair, device=args.device, dtype=args.dtype) if not runs_on.workers else \
+        pair_loader(args.pair, args.device, args.dtype)
+    meta = replay_meta(args, cfg, str(pair.dtype if not runs_on.workers else pair.planned_dtype()))
+    seconds, t0 = {}, time.perf_counter()
+    try:
+        if args.collect:
+            have = regime.load(folder)[0] if (folder / "replays.parquet").is_file() else None
+            df = regime.collect(pair, prompts, cfg, args.max_new, args.starts, ("00000", "11111", "10101"), have,
+                                profile=base, journal=journal, engine=runs_on, seconds=seconds)
+            regime.save(df, folder, {**meta, "starts_cap": args.starts})
+        if args.decode:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, path in schedulers.items():  # one file per scheduler: runs for other ratios are kept
+                runs = regime.decode(pair, prompts, cfg, regime.ratio_profiles(base, ratios), {name: path}, args.max_new,
+                                     journal=journal, engine=runs_on, seconds=seconds)
+                store_decodes(folder / f"decodes-{base.name}-{name}.parquet", runs, ratios)
+    except KeyboardInterrupt:
+        print(journal.interrupted("regime", stored_words(args, journal, len(prompts), len(ratios), len(schedulers))),
+              file=sys.stderr)
+        raise
+    journal.close()
+    print(f"regime: {engine.timing_words(seconds, time.perf_counter() - t0, runs_on)}", file=sys.stderr)
+
+
+def replay_meta(args: argparse.Namespace, cfg, dtype: str) -> dict:
+    """What the stored replays record of how they were made (the decode settings without the clock)."""
+    return {"pair": args.pair, "prompts": args.prompts, "split": args.split, "per_category": args.per_category,
+            "max_new": args.max_new, "decode": {k: v for k, v in cfg.to_dict().items() if k != "clock"}, "dtype": dtype}
+
+
+def store_decodes(path: Path, runs, ratios: list[float]) -> None:
+    """Write one scheduler's decodes to `path`, keeping its stored runs at ratios other than `ratios`."""
+    import pandas as pd
+
+    if path.is_file():
+        prev = pd.read_parquet(path)
+        runs = pd.concat([prev[~prev["ratio"].isin(ratios)], runs], ignore_index=True)
+    runs.to_parquet(path, index=False)
+
+
+def stored_words(args: argparse.Namespace, journal, n: int, n_ratios: int, n_schedulers: int) -> str:
+    """How much an interrupted --collect / --decode stored, in words ("3 of 8 prompts replayed and ...")."""
+    done = [f"{journal.count('collect/')} of {n} prompts replayed"] if args.collect else []
+    done += [f"{journal.count('decode/')} of {n * n_ratios * n_schedulers} decodes (a prompt at a ratio "
+             "with a scheduler)"] if args.decode else []
+    return " and ".join(done)
+
+
+def print_map(args: argparse.Namespace, folder: Path, base, cfg, ratios: list[float]) -> None:
+    """The stored replays (and decodes) priced at the ratios: the table, the oracle's band and crossing, and
+    the markdown table and figures asked for."""
+    import pandas as pd
+
+    from treegraft_lab import costs, regime
+
     df, _ = regime.load(folder)
     reps = regime.split(df, cfg.depth)
     rows = regime.priced(reps, base, ratios, args.schedules.split(","))
@@ -234,29 +273,40 @@ def run(args: argparse.Namespace) -> int:
         tt, tm = costs.scheduler_costs(base, cfg)
         print(regime.markdown(m, marks={base.name: tm / tt}))
     if args.figure:
-        from treegraft_lab.viz.regime import cpu_curve_name, regime_figure
-
-        cpu = DATA_DIR / "regime" / "cpu-epyc-float32.json"
-        t = {n: costs.scheduler_costs(p, cfg) for n, p in [("a100-paper", costs.load("a100-paper"))]
-             + ([("this CPU", costs.load(cpu))] if cpu.is_file() else [])}
-        marks = {n: tm / tt for n, (tt, tm) in t.items()}
-        curves = {"a100-paper": costs.load("a100-paper"),
-                  **({cpu_curve_name(costs.load(cpu)): costs.load(cpu)} if cpu.is_file() else {})}
-        fig = regime_figure(m, band, marks, curves, f"{args.pair}, {len(reps)} eval prompts, {args.max_new} tokens, "
-                                                   f"top-k 63, {args.growth} growth; modelled on {base.name}")
-        args.figure.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.figure, dpi=110)
-        print(f"figure: {args.figure}")
+        write_map_figure(args, m, band, base, cfg, len(reps))
     if args.steps_figure:
-        from treegraft_lab.viz.regime import steps_figure
+        write_steps_figure(args, regime.step_shares(pd.concat([rows, runs])), base, cfg, len(reps))
 
-        tt, tm = costs.scheduler_costs(base, cfg)
-        fig = steps_figure(regime.step_shares(pd.concat([rows, runs])), ["oracle", "adaptive-family"], {base.name: tm / tt},
-                           f"{args.pair}, {len(reps)} eval prompts, {args.max_new} tokens; modelled on {base.name}")
-        args.steps_figure.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.steps_figure, dpi=110)
-        print(f"steps figure: {args.steps_figure}")
-    return 0
+
+def write_map_figure(args: argparse.Namespace, m, band: list[float], base, cfg, n_prompts: int) -> None:
+    """--figure: the map's figure, with a100-paper's and (where measured) this CPU's ratio and curve."""
+    from treegraft_lab import costs
+    from treegraft_lab.viz.regime import cpu_curve_name, regime_figure
+
+    cpu = DATA_DIR / "regime" / "cpu-epyc-float32.json"
+    t = {n: costs.scheduler_costs(p, cfg) for n, p in [("a100-paper", costs.load("a100-paper"))]
+         + ([("this CPU", costs.load(cpu))] if cpu.is_file() else [])}
+    marks = {n: tm / tt for n, (tt, tm) in t.items()}
+    curves = {"a100-paper": costs.load("a100-paper"),
+              **({cpu_curve_name(costs.load(cpu)): costs.load(cpu)} if cpu.is_file() else {})}
+    fig = regime_figure(m, band, marks, curves, f"{args.pair}, {n_prompts} eval prompts, {args.max_new} tokens, "
+                                               f"top-k 63, {args.growth} growth; modelled on {base.name}")
+    args.figure.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.figure, dpi=110)
+    print(f"figure: {args.figure}")
+
+
+def write_steps_figure(args: argparse.Namespace, shares, base, cfg, n_prompts: int) -> None:
+    """--steps-figure: which draft steps the oracle and adaptive-family call the mid drafter at."""
+    from treegraft_lab import costs
+    from treegraft_lab.viz.regime import steps_figure
+
+    tt, tm = costs.scheduler_costs(base, cfg)
+    fig = steps_figure(shares, ["oracle", "adaptive-family"], {base.name: tm / tt},
+                       f"{args.pair}, {n_prompts} eval prompts, {args.max_new} tokens; modelled on {base.name}")
+    args.steps_figure.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.steps_figure, dpi=110)
+    print(f"steps figure: {args.steps_figure}")
 
 
 def pair_loader(name: str, device: str, dtype: str):

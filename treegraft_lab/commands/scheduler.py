@@ -181,50 +181,81 @@ def _print_table(rep: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """`scheduler compare | replay | info`."""
     from treegraft_lab.errors import TreeGraftError
+
+    if args.scheduler_command == "compare":
+        return run_compare(args)
+    if args.scheduler_command == "replay":
+        return run_replay(args)
+    if args.scheduler_command != "info":
+        raise TreeGraftError("use `treegraft-lab scheduler info [--pair NAME] [--json]` or `scheduler compare`")
+    return run_info(args)
+
+
+def merged(files: list[Path], schedules: str) -> dict:
+    """`compare --merge`: the rows of finished shards' --json files, and their tokens/s table."""
+    parts = [json.loads(Path(f).read_text()) for f in files]
+    rows = [r for part in parts for r in part["rows"]]
+    scheds = parts[0].get("schedules") or schedules.split(",")
+    return {"rows": rows, "tokens_per_s": compare_table(rows, scheds), "merged": [str(f) for f in files],
+            "threads": [part.get("threads") for part in parts], "schedules": scheds}
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """`compare`: decode (or merge shards), write --json, print the tokens/s table."""
+    res = merged(args.merge, args.schedules) if args.merge else compare(args)
+    scheds = res["schedules"]
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"\n{'tokens/s':<16}" + "".join(f"{s:>10}" for s in scheds))
+    for cat, row in res["tokens_per_s"].items():
+        print(f"{cat:<16}" + "".join(f"{row[s]:>10.2f}" for s in scheds))
+    return 0
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """`replay`: the artifact's decisions followed on --trajectories, as JSON or a table."""
+    from treegraft_lab.schedule.adaptive import default_folder
+
+    res = replay(args, args.path or default_folder(args.pair, args.clock, args.prune))
+    if args.json:
+        print(json.dumps(res, indent=1))
+    else:
+        print(f"modelled tokens/s on {res['round_starts']} round starts of {args.trajectories}:")
+        _print_table({k: v for k, v in res.items() if k not in ("schedules", "round_starts")})
+        print("adaptive's schedules:", res["schedules"])
+    return 0
+
+
+def info_record(art, folder: Path) -> dict:
+    """What `info` reports of an artifact: its shape, signals, CV and R^2 tables, margin offset and training."""
+    m = art.meta
+    return {"pair": art.pair, "path": str(folder), "params": art.params, "depth": art.depth, "inputs": art.inputs,
+            "selected": art.signals, "candidates": m.get("candidates", []), "cv_table": m.get("cv_table", []),
+            "cv": m.get("cv", {}), "r2": m.get("r2", {}), "student_cv": m.get("student_cv", {}),
+            "replay_tokens_per_s": m.get("replay_tokens_per_s", {}), "margin_offset": m.get("margin_offset", {}),
+            "training": m.get("training", {})}
+
+
+def run_info(args: argparse.Namespace) -> int:
+    """`info`: the artifact's record (and the decision overhead measured here), as JSON or in words."""
     from treegraft_lab.schedule import artifact
     from treegraft_lab.schedule.adaptive import default_folder
 
-    if args.scheduler_command == "compare":
-        if args.merge:
-            parts = [json.loads(Path(f).read_text()) for f in args.merge]
-            rows = [r for part in parts for r in part["rows"]]
-            scheds = parts[0].get("schedules") or args.schedules.split(",")
-            res = {"rows": rows, "tokens_per_s": compare_table(rows, scheds), "merged": [str(f) for f in args.merge],
-                   "threads": [part.get("threads") for part in parts], "schedules": scheds}
-        else:
-            res = compare(args)
-            scheds = res["schedules"]
-        if args.json:
-            args.json.write_text(json.dumps(res, indent=1) + "\n")
-        print(f"\n{'tokens/s':<16}" + "".join(f"{s:>10}" for s in scheds))
-        for cat, row in res["tokens_per_s"].items():
-            print(f"{cat:<16}" + "".join(f"{row[s]:>10.2f}" for s in scheds))
-        return 0
-    if args.scheduler_command == "replay":
-        res = replay(args, args.path or default_folder(args.pair, args.clock, args.prune))
-        if args.json:
-            print(json.dumps(res, indent=1))
-        else:
-            print(f"modelled tokens/s on {res['round_starts']} round starts of {args.trajectories}:")
-            _print_table({k: v for k, v in res.items() if k not in ("schedules", "round_starts")})
-            print("adaptive's schedules:", res["schedules"])
-        return 0
-    if args.scheduler_command != "info":
-        raise TreeGraftError("use `treegraft-lab scheduler info [--pair NAME] [--json]` or `scheduler compare`")
     folder = args.path or default_folder(args.pair, args.clock, args.prune)
-    art = artifact.load(folder)
-    m = art.meta
-    out = {"pair": art.pair, "path": str(folder), "params": art.params, "depth": art.depth, "inputs": art.inputs,
-           "selected": art.signals, "candidates": m.get("candidates", []), "cv_table": m.get("cv_table", []),
-           "cv": m.get("cv", {}), "r2": m.get("r2", {}), "student_cv": m.get("student_cv", {}),
-           "replay_tokens_per_s": m.get("replay_tokens_per_s", {}), "margin_offset": m.get("margin_offset", {}),
-           "training": m.get("training", {})}
+    out = info_record(artifact.load(folder), folder)
     if not args.no_measure:
         out.update(measure_overhead(args.pair, folder, args.max_new))
     if args.json:
         print(json.dumps(out, indent=1, default=str))
         return 0
+    print_info(out, folder)
+    return 0
+
+
+def print_info(out: dict, folder: Path) -> None:
+    """`info` in words: the signals selected, the CV table, the R^2s, tau, replay tokens/s and the overhead."""
     print(f"scheduler for {out['pair']} ({folder}): {out['params']} parameters, depth {out['depth']}")
     print(f"selected {len(out['selected'])} of {len(out['candidates'])} signals: {', '.join(out['selected'])}")
     cv = out["cv"]
@@ -246,4 +277,3 @@ def run(args: argparse.Namespace) -> int:
     if "overhead_share" in out:
         print(f"\ndecision {out['decide_ms_median']:.3f} ms / verification {out['verify_ms_median']:.1f} ms "
               f"(medians, {out['device']}): overhead_share {out['overhead_share']:.5f}")
-    return 0

@@ -68,16 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Read and check the trajectories, price them, train the value system and the student, save the artifact."""
     import torch
 
-    from treegraft_lab import costs
-    from treegraft_lab.config import DecodeConfig
-    from treegraft_lab.schedule import artifact
-    from treegraft_lab.schedule.adaptive import growth_suffix, profile_class
-    from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS
-    from treegraft_lab.training.collect import apply_costs, collect_config
-    from treegraft_lab.training.distill import n_params, train_pipeline
-    from treegraft_lab.training.value import input_names
+    from treegraft_lab.training.distill import train_pipeline
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -85,24 +79,53 @@ def run(args: argparse.Namespace) -> int:
     paths = args.trajectories or [TRAJECTORIES_DIR / name / "trajectories.parquet"]
     infos = [read_info(p, args.pair) for p in paths]  # every file is refused before any is read
     info, path = infos[0], paths[0]
-    info_path = path.with_suffix(".json")
-    splits = {m.get("split") for i in infos for m in i.get("shard_meta", [])}
     decode = info["shard_meta"][0]["collect"]["decode"]
-    def trees_of(i: dict):  # the DecodeConfig the trees were grown with (older files record fewer of its defaults)
-        d = i["shard_meta"][0]["collect"]["decode"]
-        return collect_config({k: v for k, v in d.items() if k in DecodeConfig.__dataclass_fields__
-                               and k not in ("schedule", "clock")})
-
-    other = [str(p) for p, i in zip(paths, infos) if trees_of(i) != trees_of(info)]
-    if other:
-        raise TreeGraftError(f"{', '.join(other)} replayed other trees than {path} ({decode}): train on trajectories "
-                             "collected with the same --prune, --growth, --budget, --depth and --width")
+    check_same_trees(paths, infos)
     df = combined(paths, infos, args.agreement)
     prune = decode.get("prune", "topk")
-    trees = collect_config({k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__
-                            and k not in ("schedule", "clock")})  # the trees it learns on
-    growth, small = trees.growth, trees.small
-    small_meta = {} if small == "ngram" else {"small": small, "recycle_below": trees.recycle_below}
+    trees = trees_of(info)  # the trees it learns on
+    df, prof = priced(args, df, info, path.with_suffix(".json"), decode, prune)
+    family = family_profiles(args, prune)
+    signals = chosen_signals(args.signals)
+    t0 = time.time()
+    student, value, chosen, meta = train_pipeline(
+        df, prof, args.pair, signals=signals, folds=args.folds, seed=args.seed, value_steps=args.value_steps,
+        student_steps=args.student_steps, rank_steps=args.rank_steps,
+        offset="auto" if args.margin_offset == "auto" else float(args.margin_offset), decode=decode, family=family,
+        a_head=args.a_head, teacher=args.teacher, cost_copies=args.cost_copies, margin_unit=args.margin_unit)
+    art = scheduler_artifact(args, df, student, chosen, meta, prof, family, trees, prune,
+                             training_record(args, df, paths, infos, prof, family, t0))
+    out = args.out or default_out(name, args.agreement, family, prof, prune, trees)
+    save_artifact(art, value, out)
+    print(json.dumps({"artifact": str(out), "params": art.params, "selected": chosen, "r2": meta["r2"],
+                      "student_cv": meta["student_cv"], "replay_tokens_per_s": meta["replay_tokens_per_s"]}, indent=1))
+    return 0
+
+
+def trees_of(info: dict):
+    """The DecodeConfig the trees were grown with (older files record fewer of its defaults)."""
+    from treegraft_lab.config import DecodeConfig
+    from treegraft_lab.training.collect import collect_config
+
+    d = info["shard_meta"][0]["collect"]["decode"]
+    return collect_config({k: v for k, v in d.items() if k in DecodeConfig.__dataclass_fields__
+                           and k not in ("schedule", "clock")})
+
+
+def check_same_trees(paths: list[Path], infos: list[dict]) -> None:
+    """Refuse trajectories files that replayed other trees than the first one."""
+    decode = infos[0]["shard_meta"][0]["collect"]["decode"]
+    other = [str(p) for p, i in zip(paths, infos) if trees_of(i) != trees_of(infos[0])]
+    if other:
+        raise TreeGraftError(f"{', '.join(other)} replayed other trees than {paths[0]} ({decode}): train on trajectories "
+                             "collected with the same --prune, --growth, --budget, --depth and --width")
+
+
+def priced(args: argparse.Namespace, df, info: dict, info_path: Path, decode: dict, prune: str):
+    """(rows, profile): the profile the trajectories were collected with, or --profile with the rows re-priced on it."""
+    from treegraft_lab import costs
+    from treegraft_lab.training.collect import apply_costs
+
     prof = costs.DeviceProfile.from_dict(info["profile"], f"{info_path}'s profile")
     if args.profile:
         if prune == "value":
@@ -110,35 +133,49 @@ def run(args: argparse.Namespace) -> int:
                                  f"`collect --profile {args.profile}` instead of re-pricing them")
         prof = costs.load(args.profile)
         df = apply_costs(df, prof, decode)
-    family = None
-    if args.family:
-        from treegraft_lab.regime import log_ratios, ratio_profiles
+    return df, prof
 
-        if prune == "value":
-            raise TreeGraftError("a family scheduler re-prices its rows on many profiles: collect them with --prune topk")
-        try:
-            lo, hi, n = args.family_ratios.split(":")
-            ratios = log_ratios(float(lo), float(hi), int(n))
-        except ValueError:
-            raise TreeGraftError(f"--family-ratios {args.family_ratios!r}: write LO:HI:N, e.g. 0.02:1:8") from None
-        family = [p for base in args.family.split(",") for _, p in ratio_profiles(costs.load(base), ratios)]
-    signals = None
-    if args.signals:
-        signals = list(RELEASE_SIGNALS) if args.signals == "release" else args.signals.split(",")
-        bad = [s for s in signals if s not in SIGNALS]
-        if bad or len(signals) != 6:
-            raise TreeGraftError(f"--signals needs 6 of {', '.join(SIGNALS)}; got {signals}")
-    t0 = time.time()
-    student, value, chosen, meta = train_pipeline(
-        df, prof, args.pair, signals=signals, folds=args.folds, seed=args.seed, value_steps=args.value_steps,
-        student_steps=args.student_steps, rank_steps=args.rank_steps,
-        offset="auto" if args.margin_offset == "auto" else float(args.margin_offset), decode=decode, family=family,
-        a_head=args.a_head, teacher=args.teacher, cost_copies=args.cost_copies, margin_unit=args.margin_unit)
-    D = int(df["D"].iloc[0])
-    lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
-    weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
-    record = {
-        "trajectories": str(path) if len(paths) == 1 else [str(p) for p in paths], "rows": len(df), "prompts": int(df["qid"].nunique()),
+
+def family_profiles(args: argparse.Namespace, prune: str) -> list | None:
+    """--family: every base profile with its mid curve scaled to each --family-ratios ratio; else None."""
+    if not args.family:
+        return None
+    from treegraft_lab import costs
+    from treegraft_lab.regime import log_ratios, ratio_profiles
+
+    if prune == "value":
+        raise TreeGraftError("a family scheduler re-prices its rows on many profiles: collect them with --prune topk")
+    try:
+        lo, hi, n = args.family_ratios.split(":")
+        ratios = log_ratios(float(lo), float(hi), int(n))
+    except ValueError:
+        raise TreeGraftError(f"--family-ratios {args.family_ratios!r}: write LO:HI:N, e.g. 0.02:1:8") from None
+    return [p for base in args.family.split(",") for _, p in ratio_profiles(costs.load(base), ratios)]
+
+
+def chosen_signals(text: str | None) -> list[str] | None:
+    """--signals: six signal names ('release': the authors' six), or None for the CV's top 6."""
+    from treegraft_lab.schedule.signals import RELEASE_SIGNALS, SIGNALS
+
+    if not text:
+        return None
+    signals = list(RELEASE_SIGNALS) if text == "release" else text.split(",")
+    bad = [s for s in signals if s not in SIGNALS]
+    if bad or len(signals) != 6:
+        raise TreeGraftError(f"--signals needs 6 of {', '.join(SIGNALS)}; got {signals}")
+    return signals
+
+
+def training_record(args: argparse.Namespace, df, paths: list[Path], infos: list[dict], prof, family, t0: float) -> dict:
+    """How the scheduler was trained, as its artifact records it: the rows, the profile(s), the drafter, the
+    collection, the arguments and command, the seconds since `t0` and the versions."""
+    import torch
+
+    info = infos[0]
+    splits = {m.get("split") for i in infos for m in i.get("shard_meta", [])}
+    return {
+        "trajectories": str(paths[0]) if len(paths) == 1 else [str(p) for p in paths], "rows": len(df),
+        "prompts": int(df["qid"].nunique()),
         "round_starts": int(df["state"].nunique()), "categories": sorted(df["category"].unique().tolist()),
         "split": sorted(s for s in splits if s), "profile": prof.to_dict(),
         "family": [p.to_dict() for p in family] if family else None,
@@ -150,25 +187,53 @@ def run(args: argparse.Namespace) -> int:
         "train_seconds": round(time.time() - t0, 1), "torch": torch.__version__, "python": platform.python_version(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def scheduler_artifact(args: argparse.Namespace, df, student, chosen: list[str], meta: dict, prof, family, trees,
+                       prune: str, record: dict):
+    """The student as a `SchedulerArtifact`, its parameter count checked against the one its inputs give."""
+    import torch
+
+    from treegraft_lab.schedule import artifact
+    from treegraft_lab.schedule.adaptive import profile_class
+    from treegraft_lab.training.distill import n_params
+    from treegraft_lab.training.value import input_names
+
+    D = int(df["D"].iloc[0])
+    lin = [m for m in student.net if isinstance(m, torch.nn.Linear)]
+    weights = {f"l{i + 1}.{p}": getattr(m, p).detach() for i, m in enumerate(lin) for p in ("weight", "bias")}
+    small_meta = {} if trees.small == "ngram" else {"small": trees.small, "recycle_below": trees.recycle_below}
     art = artifact.SchedulerArtifact(
         args.pair, D, input_names(chosen, D, args.agreement), chosen, weights, student.xs.mean.tolist(), student.xs.std.tolist(),
         student.y_mean, student.y_std,
-        {"profile_class": "family" if family else profile_class(prof), "profile_name": prof.name, "prune": prune, "growth": growth, **small_meta, **meta,
-         "training": record})
+        {"profile_class": "family" if family else profile_class(prof), "profile_name": prof.name, "prune": prune,
+         "growth": trees.growth, **small_meta, **meta, "training": record})
     want = artifact.params(len(art.inputs))
     if art.params != n_params(student.net) or art.params != want:
         raise TreeGraftError(f"the student has {art.params} parameters, expected {want}")
+    return art
+
+
+def default_out(name: str, agreement: bool, family, prof, prune: str, trees) -> Path:
+    """data/scheduler/<pair>/<kind>-<prune>[-<growth>]: kind family, map (across mid drafters) or the profile class."""
+    from treegraft_lab.schedule.adaptive import growth_suffix, profile_class
+
     cls = "family" if family else profile_class(prof)
-    kind = "map" if args.agreement else cls  # across mid drafters: <pair>/map-<prune>[-<growth>]
-    out = args.out or SCHEDULER_DIR / name / f"{kind}-{prune}{growth_suffix(growth, small)}"
+    kind = "map" if agreement else cls  # across mid drafters: <pair>/map-<prune>[-<growth>]
+    return SCHEDULER_DIR / name / f"{kind}-{prune}{growth_suffix(trees.growth, trees.small)}"
+
+
+def save_artifact(art, value, out: Path) -> None:
+    """Save the artifact with the value system's weights and scalers beside it, and load it back (a round trip)."""
+    import torch
+
+    from treegraft_lab.schedule import artifact
+
     vw = {k: v for k, v in value.net.state_dict().items()}
     vw.update({"x_mean": torch.from_numpy(value.xs.mean), "x_std": torch.from_numpy(value.xs.std),
                "y_mean": torch.from_numpy(value.ys.mean), "y_std": torch.from_numpy(value.ys.std)})
     artifact.save(art, out, value_weights=vw)
     artifact.load(out)  # round-trip check
-    print(json.dumps({"artifact": str(out), "params": art.params, "selected": chosen, "r2": meta["r2"],
-                      "student_cv": meta["student_cv"], "replay_tokens_per_s": meta["replay_tokens_per_s"]}, indent=1))
-    return 0
 
 
 def read_info(path: Path, pair: str) -> dict:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -225,6 +226,103 @@ def _max_new(generation_config, prompt_len: int) -> int:
     return n
 
 
+@dataclass
+class GenerateCall:
+    """One `generate` call's arguments, checked: the prompt, HF's and the decoder's configs, when to stop."""
+
+    ids: torch.Tensor  # (1, L), on the device the output goes to
+    prompt: list[int]
+    generation_config: Any
+    config: DecodeConfig
+    tokenizer: Any
+    max_new: int
+    stop: set[int]
+    criteria: list
+
+
+def _prepare_call(model, inputs, generation_config, stopping_criteria, kwargs: dict, extra: dict, treegraft_config,
+                  has_mid: bool, seed) -> GenerateCall:
+    """generate's arguments checked and resolved (HF's generation config, the decoder's config and its seed, the
+    token budget, stop tokens and criteria); whatever is not supported is refused first, in one line."""
+    if not hasattr(model, "_prepare_generation_config"):
+        raise _fail("model must be a transformers causal LM (a GenerationMixin with transformers >= 5)")
+    tokenizer = kwargs.pop("tokenizer", None)
+    extra = {**extra, "assistant_tokenizer": kwargs.pop("assistant_tokenizer", None),
+             "past_key_values": kwargs.pop("past_key_values", None), "cache": kwargs.pop("cache", None)}
+    ids = _ids_of(inputs, kwargs)
+    generation_config, gen_kwargs = model._prepare_generation_config(generation_config, **kwargs)
+    _refuse_unsupported(generation_config, gen_kwargs, extra)
+    config = _config(treegraft_config, has_mid, _sampling(generation_config), seed)
+    prompt = ids[0].tolist()
+    max_new = _max_new(generation_config, len(prompt))
+    stop = _stop_ids(generation_config)
+    criteria = _criteria(stopping_criteria, generation_config, tokenizer)
+    return GenerateCall(ids, prompt, generation_config, config, tokenizer, max_new, stop, criteria)
+
+
+def _decoder(call: GenerateCall, model, mid, treegraft_profile, name: str | None):
+    """A fresh `TreeGraftDecoder` over the models as they are, on its device profile; refused if the prompt
+    and the new tokens do not fit."""
+    from treegraft_lab.decoder import TreeGraftDecoder
+
+    pair = _pair(model, mid, call.tokenizer, name)
+    profile = _profile(treegraft_profile, call.config, pair)
+    dec = TreeGraftDecoder(pair, call.config, profile=profile)
+    try:
+        dec.check_room(len(call.prompt), call.max_new)
+    except TreeGraftError as e:
+        raise _fail(str(e)) from None
+    logger.info("TreeGraft: pair %s, schedule %s, prune %s, profile %s", pair.name, dec.config.schedule_name,
+                dec.config.prune, profile.name)
+    return dec
+
+
+def emit_tokens(emitted: list[int], out: list[int], call: GenerateCall, streamer) -> bool:
+    """Append a round's tokens to `out` (each streamed) up to the first stop; True once generation is done."""
+    seq = torch.tensor([call.prompt + out + emitted], dtype=torch.long, device=call.ids.device) if call.criteria else None
+    for tok in emitted:
+        out.append(tok)
+        if streamer is not None:
+            streamer.put(torch.tensor([tok]))
+        if len(out) >= call.max_new or tok in call.stop or (
+                bool(call.criteria) and _done(call.criteria, seq[:, : len(call.prompt) + len(out)])):
+            return True
+    return False
+
+
+def _run_rounds(dec, call: GenerateCall, streamer) -> list[int]:
+    """The new tokens: the decoder started on the prompt, then round after round until a stop (the streamer
+    is given the prompt first and ended last, whatever happens)."""
+    out: list[int] = []
+    if streamer is not None:
+        streamer.put(call.ids.cpu())
+    try:
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            dec.start(call.prompt, prefill_token=not call.config.fuse_prompt)
+            emitted = list(dec.first)
+            while not emit_tokens(emitted, out, call, streamer):
+                _, emitted = dec.run_round()
+                dec.round_idx += 1
+            logger.info("TreeGraft: %d new tokens in %d rounds, %.2f s", len(out), dec.round_idx,
+                        time.perf_counter() - t0)
+    finally:
+        if streamer is not None:
+            streamer.end()
+    return out
+
+
+def _output(call: GenerateCall, out: list[int]):
+    """What HF `generate` returns: the sequences (1, prompt + new tokens), in a `GenerateDecoderOnlyOutput`
+    with `return_dict_in_generate`."""
+    from transformers.generation.utils import GenerateDecoderOnlyOutput
+
+    sequences = torch.tensor([call.prompt + out], dtype=torch.long, device=call.ids.device)
+    if call.generation_config.return_dict_in_generate:
+        return GenerateDecoderOnlyOutput(sequences=sequences)
+    return sequences
+
+
 def treegraft_generate(model, inputs=None, generation_config=None, logits_processor=None, stopping_criteria=None,
                        prefix_allowed_tokens_fn=None, synced_gpus=None, assistant_model=None, streamer=None,
                        negative_prompt_ids=None, negative_prompt_attention_mask=None, *, treegraft_config=None,
@@ -234,111 +332,54 @@ def treegraft_generate(model, inputs=None, generation_config=None, logits_proces
     Returns what HF `generate` returns: a LongTensor (1, prompt + new tokens), or with
     `return_dict_in_generate=True` a `GenerateDecoderOnlyOutput` holding only `sequences`.
 
-    - `assistant_model`: the mid drafter, a smaller causal LM with exactly the target's tokenizer (the
-      offline pair's pocket drafter, or any HF model of the target's family). Without one TreeGraft runs
-      all-small: only the small drafters (n-gram + Token Recycling, and prompt lookup's chain) grow the
-      tree (`DecodeConfig(schedule="small")`); a `treegraft_config` whose schedule calls the mid drafter is
-      then refused.
-    - `do_sample=False` (HF's default): greedy acceptance, token for token HF's greedy output.
-      `do_sample=True`: multi-branch rejection sampling on the target's distribution warped as HF warps it
-      (`temperature`, then `top_k` (HF's default 50), then `top_p`), so every token follows that
-      distribution. The seed is `treegraft_seed`, else `treegraft_config.seed`, else drawn from torch's
-      global RNG: `torch.manual_seed(s)` before the call makes it reproducible (the draft trees, and so the
-      random draws, differ from HF's sampling loop: same distribution, not the same samples).
-    - Stops, as HF does, at `max_new_tokens` (else `max_length`), after an `eos_token_id` of the
-      generation config (the model's `generation_config` unless given), at `stop_strings` (with
-      `tokenizer=`), at `max_time`, and when a `stopping_criteria` entry says so: every criterion is
-      asked after each new token, on the sequence so far, `scores=None`; tokens a round drafted past the
-      stop are dropped.
-    - `streamer`: `put` the prompt (1, L) first, as HF does, then every new token once, in order, as a
-      (1,) tensor, then `end()`.
+    - `assistant_model`: the mid drafter, a smaller causal LM with exactly the target's tokenizer (the offline
+      pair's pocket drafter, or any HF model of the target's family). Without one TreeGraft runs all-small: only
+      the small drafters (n-gram + Token Recycling, and prompt lookup's chain) grow the tree
+      (`DecodeConfig(schedule="small")`); a `treegraft_config` whose schedule calls the mid drafter is then
+      refused.
+    - `do_sample=False` (HF's default): greedy acceptance, token for token HF's greedy output. `do_sample=True`:
+      multi-branch rejection sampling on the target's distribution warped as HF warps it (`temperature`, then
+      `top_k` (HF's default 50), then `top_p`), so every token follows that distribution. The seed is
+      `treegraft_seed`, else `treegraft_config.seed`, else drawn from torch's global RNG: `torch.manual_seed(s)`
+      before the call makes it reproducible (the draft trees, and so the random draws, differ from HF's sampling
+      loop: same distribution, not the same samples).
+    - Stops, as HF does, at `max_new_tokens` (else `max_length`), after an `eos_token_id` of the generation
+      config (the model's `generation_config` unless given), at `stop_strings` (with `tokenizer=`), at
+      `max_time`, and when a `stopping_criteria` entry says so: every criterion is asked after each new token,
+      on the sequence so far, `scores=None`; tokens a round drafted past the stop are dropped.
+    - `streamer`: `put` the prompt (1, L) first, as HF does, then every new token once, in order, as a (1,)
+      tensor, then `end()`.
     - `treegraft_config`: a `DecodeConfig` (tree growth, small drafters, schedule, budget, pruning); its
       temperature/top_k/top_p must stay at their defaults (sampling is set through generate's arguments).
-      Default: the project's `DecodeConfig()` with a mid drafter (whatever schedule and pruning it
-      chooses for the pair and profile, said in one line by the decoder), `DecodeConfig(schedule="small")`
-      without one. Name a schedule (`DecodeConfig(schedule="10101")`) to have the mid drafter graft in
-      every round.
-    - `treegraft_pair_name`: the name the pair's trained artifacts (adaptive scheduler, fitted rules) are
-      looked up by, e.g. "smollm2-pocket" for the offline pair; default: made from the models' folder
-      names, which has none (or pass `scheduler_path` in the config).
-    - `treegraft_profile`: the device profile the decoder decides on and prices rounds with (a
-      `DeviceProfile`, a name such as "a100-paper", a JSON file, or "wall": this device's, measured once,
-      about 40 s, then cached). Default: the config's clock when it is not "wall"; else this device's
-      profile if it is cached for these models (`treegraft-lab profile` on a pair loaded alike, or an earlier
-      "wall"); else "a100-paper" (never measured during a call). Under a fixed schedule with top-k pruning
-      the profile only prices rounds; schedule and prune "auto", value pruning, budget "auto" and the
-      adaptive schedule decide on it. On a CPU, where every
-      verified node costs, "a100-paper" prices them nearly free: measure this device once
+      Default: the project's `DecodeConfig()` with a mid drafter (whatever schedule and pruning it chooses for
+      the pair and profile, said in one line by the decoder), `DecodeConfig(schedule="small")` without one. Name
+      a schedule (`DecodeConfig(schedule="10101")`) to have the mid drafter graft in every round.
+    - `treegraft_pair_name`: the name the pair's trained artifacts (adaptive scheduler, fitted rules) are looked
+      up by, e.g. "smollm2-pocket" for the offline pair; default: made from the models' folder names, which has
+      none (or pass `scheduler_path` in the config).
+    - `treegraft_profile`: the device profile the decoder decides on and prices rounds with (a `DeviceProfile`,
+      a name such as "a100-paper", a JSON file, or "wall": this device's, measured once, about 40 s, then
+      cached). Default: the config's clock when it is not "wall"; else this device's profile if it is cached for
+      these models (`treegraft-lab profile` on a pair loaded alike, or an earlier "wall"); else "a100-paper"
+      (never measured during a call). Under a fixed schedule with top-k pruning the profile only prices rounds;
+      schedule and prune "auto", value pruning, budget "auto" and the adaptive schedule decide on it. On a CPU,
+      where every verified node costs, "a100-paper" prices them nearly free: measure this device once
       (`treegraft_profile="wall"`), or give a smaller `budget` in the config.
-    - Each call makes a fresh decoder: nothing (e.g. Token Recycling's matrix) is carried from one call
-      to the next, so a call's output depends only on its arguments and seed.
+    - Each call makes a fresh decoder: nothing (e.g. Token Recycling's matrix) is carried from one call to the
+      next, so a call's output depends only on its arguments and seed.
 
-    Not supported, refused in one line: batch size > 1, padded attention masks, `inputs_embeds`, beam
-    search and every other decoding mode, `num_return_sequences` > 1, logits processors
-    (`logits_processor`, `repetition_penalty`, `min_p`, `typical_p`, `no_repeat_ngram_size`,
-    `bad_words_ids`, `min_new_tokens`, `suppress_tokens`, ...), `prefix_allowed_tokens_fn`, negative
-    prompts, `output_scores` / `output_logits` / `output_attentions` / `output_hidden_states`, a
-    `past_key_values` / cache to continue from, `assistant_tokenizer` (universal assisted generation),
-    `synced_gpus`. The returned output holds no cache: the decoder's KV caches are its own.
+    Not supported, refused in one line: batch size > 1, padded attention masks, `inputs_embeds`, beam search and
+    every other decoding mode, `num_return_sequences` > 1, logits processors (`logits_processor`,
+    `repetition_penalty`, `min_p`, `typical_p`, `no_repeat_ngram_size`, `bad_words_ids`, `min_new_tokens`,
+    `suppress_tokens`, ...), `prefix_allowed_tokens_fn`, negative prompts, `output_scores` / `output_logits` /
+    `output_attentions` / `output_hidden_states`, a `past_key_values` / cache to continue from,
+    `assistant_tokenizer` (universal assisted generation), `synced_gpus`. The returned output holds no cache:
+    the decoder's KV caches are its own.
     """
-    from transformers.generation.utils import GenerateDecoderOnlyOutput
-
-    from treegraft_lab.decoder import TreeGraftDecoder
-
-    if not hasattr(model, "_prepare_generation_config"):
-        raise _fail("model must be a transformers causal LM (a GenerationMixin with transformers >= 5)")
-    tokenizer = kwargs.pop("tokenizer", None)
     extra = {"logits_processor": logits_processor, "prefix_allowed_tokens_fn": prefix_allowed_tokens_fn,
              "synced_gpus": synced_gpus, "negative_prompt_ids": negative_prompt_ids,
-             "negative_prompt_attention_mask": negative_prompt_attention_mask,
-             "assistant_tokenizer": kwargs.pop("assistant_tokenizer", None),
-             "past_key_values": kwargs.pop("past_key_values", None), "cache": kwargs.pop("cache", None)}
-    ids = _ids_of(inputs, kwargs)
-    generation_config, gen_kwargs = model._prepare_generation_config(generation_config, **kwargs)
-    _refuse_unsupported(generation_config, gen_kwargs, extra)
-    config = _config(treegraft_config, assistant_model is not None, _sampling(generation_config), treegraft_seed)
-    prompt = ids[0].tolist()
-    max_new = _max_new(generation_config, len(prompt))
-    stop = _stop_ids(generation_config)
-    criteria = _criteria(stopping_criteria, generation_config, tokenizer)
-    pair = _pair(model, assistant_model, tokenizer, treegraft_pair_name)
-    profile = _profile(treegraft_profile, config, pair)
-    dec = TreeGraftDecoder(pair, config, profile=profile)
-    try:
-        dec.check_room(len(prompt), max_new)
-    except TreeGraftError as e:
-        raise _fail(str(e)) from None
-    logger.info("TreeGraft: pair %s, schedule %s, prune %s, profile %s", pair.name, dec.config.schedule_name,
-                dec.config.prune, profile.name)
-
-    out: list[int] = []
-    if streamer is not None:
-        streamer.put(ids.cpu())
-    try:
-        with torch.no_grad():
-            t0 = time.perf_counter()
-            dec.start(prompt, prefill_token=not config.fuse_prompt)
-            emitted, done = list(dec.first), False
-            while True:
-                seq = torch.tensor([prompt + out + emitted], dtype=torch.long, device=ids.device) if criteria else None
-                for tok in emitted:
-                    out.append(tok)
-                    if streamer is not None:
-                        streamer.put(torch.tensor([tok]))
-                    done = len(out) >= max_new or tok in stop or (
-                        bool(criteria) and _done(criteria, seq[:, : len(prompt) + len(out)]))
-                    if done:
-                        break
-                if done:
-                    break
-                _, emitted = dec.run_round()
-                dec.round_idx += 1
-            logger.info("TreeGraft: %d new tokens in %d rounds, %.2f s", len(out), dec.round_idx,
-                        time.perf_counter() - t0)
-    finally:
-        if streamer is not None:
-            streamer.end()
-    sequences = torch.tensor([prompt + out], dtype=torch.long, device=ids.device)
-    if generation_config.return_dict_in_generate:
-        return GenerateDecoderOnlyOutput(sequences=sequences)
-    return sequences
+             "negative_prompt_attention_mask": negative_prompt_attention_mask}
+    call = _prepare_call(model, inputs, generation_config, stopping_criteria, kwargs, extra, treegraft_config,
+                         assistant_model is not None, treegraft_seed)
+    dec = _decoder(call, model, assistant_model, treegraft_profile, treegraft_pair_name)
+    return _output(call, _run_rounds(dec, call, streamer))

@@ -24,11 +24,13 @@ class RoundHistory:
     mid_calls: list[int] = field(default_factory=list)
     mid_accepted: list[int | None] = field(default_factory=list)
     top1: list[float] = field(default_factory=list)
+    modelled_ms: list[float] = field(default_factory=list)  # each round priced by the decoder's profile
 
-    def add(self, accepted: int, mid_calls: int, mid_accepted: int | None, top1) -> None:
+    def add(self, accepted: int, mid_calls: int, mid_accepted: int | None, top1, modelled_ms: float = math.nan) -> None:
         """`top1`: a probability, or a callable that computes it (the decoder's: a softmax over the bonus
         token's logits), called only when a policy or the recorder reads the signals. Only the last
         round's is ever read: an earlier one never asked for is dropped (NaN), releasing its logits."""
+        self.modelled_ms.append(float(modelled_ms))
         if self.top1 and callable(self.top1[-1]):
             self.top1[-1] = math.nan
         self.accepted.append(int(accepted))

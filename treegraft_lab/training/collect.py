@@ -29,6 +29,7 @@ import json
 import random
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -124,6 +125,131 @@ def _write(df: pd.DataFrame, path: Path) -> None:
     tmp.rename(path)
 
 
+@dataclass
+class ShardRun:
+    """What the prompts of one shard share: the decoder, the draws and the rows collected so far."""
+
+    pair: Any
+    cfg: CollectConfig
+    dcfg: DecodeConfig
+    dec: TreeGraftDecoder
+    prof: DeviceProfile
+    stop: set[int]
+    rng: random.Random
+    rows: list[dict] = field(default_factory=list)
+    calls: list[dict] = field(default_factory=list)
+    state_id: int = 0
+
+
+def read_shard(rows_p: Path, calls_p: Path) -> tuple[list[dict], list[dict], set[str]]:
+    """The rows and calls a shard file already holds, and the prompts (qids) they cover."""
+    if not (rows_p.exists() and calls_p.exists()):
+        return [], [], set()
+    old = pd.read_parquet(rows_p)
+    return old.to_dict("records"), pd.read_parquet(calls_p).to_dict("records"), set(old["qid"].astype(str))
+
+
+def next_state_id(rows: list[dict]) -> int:
+    """The number of the next round start: one past the highest in `rows` ("shard:number")."""
+    return max((int(r["state"].split(":")[-1]) for r in rows), default=-1) + 1 if rows else 0
+
+
+def write_shard(run: ShardRun, paths: tuple[Path, Path, Path], meta: dict | None) -> None:
+    """Write the priced rows, the calls and the shard's meta JSON (refused when nothing was collected)."""
+    rows_p, calls_p, meta_p = paths
+    df = pd.DataFrame(run.rows)
+    cl = pd.DataFrame(run.calls)
+    if df.empty:
+        raise TreeGraftError("nothing was collected: no prompt produced a round start")
+    prof, (i, n) = run.prof, run.cfg.shard
+    _write(apply_costs(df, prof, run.cfg.decode), rows_p)
+    _write(cl, calls_p)
+    info = {"format": "treegraft-trajectories/1", "pair": run.pair.name, "shard": [i, n], "collect": asdict(run.cfg),
+            "decode": {**run.dcfg.to_dict(), "clock": prof.name}, "prompts_done": len({r["qid"] for r in run.rows}),
+            "states": int(df["state"].nunique()), "profile": prof.to_dict(), "complete": True, **(meta or {})}
+    meta_p.write_text(json.dumps(info, indent=1, default=str) + "\n")
+
+
+def resume_from_journal(run: ShardRun, journal: Journal) -> None:
+    """Where the journal's last stored prompt left the draws, the decoder and the round-start count."""
+    last = journal.state()
+    if last is not None:
+        run.rng.setstate((last["rng"][0], tuple(last["rng"][1]), last["rng"][2]))
+        run.dec.restore_state(last["carried"])
+        run.state_id = last["state_id"]
+
+
+def round_starts(pair, cfg: CollectConfig, rng: random.Random, stop: set[int],
+                 ids: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """(positions, continuation, answer): the prompt's round starts drawn from the first `max_new`
+    tokens, sorted; the target's greedy continuation up to the last one (the start of a fresh round
+    start); the greedy answer (as far as known acceptance reads). A warm unknown-answer
+    collection decodes no answer: every drawn position is kept, the other two are empty."""
+    spots = sorted(rng.sample(range(cfg.max_new), min(cfg.states, cfg.max_new)))
+    if cfg.warm and not cfg.known:
+        return spots, [], []
+    # known acceptance reads past the start; warm rounds may overshoot a spot by a round's tokens
+    want = spots[-1] + ((2 if cfg.warm else 1) * DEEPEST if cfg.known else 0)
+    full = autoregressive(pair, ids, max_new_tokens=want).token_ids if want else []
+    full = full[: next((k + 1 for k, t in enumerate(full) if t in stop), len(full))]
+    cont = full[: spots[-1]]
+    ended = bool(cont) and cont[-1] in stop  # no round starts after the end of the answer
+    return [j for j in spots if j < len(cont) + (not ended)], cont, full
+
+
+def replay_round_start(run: ShardRun, p: dict, prompt_len: int, j: int, answer: list[int]) -> None:
+    """Replay every schedule from the decoder's current round start (position `j` of prompt `p`);
+    append its rows and calls."""
+    cfg, dec, rng = run.cfg, run.dec, run.rng
+    lag = dec.lag_mid(rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
+    if cfg.known:
+        st, lv, cl = replay_all(dec, False, 0, seed=rng.randrange(2**31), answer=answer[j:])
+    else:
+        st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
+    base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{cfg.shard[0]}:{run.state_id}",
+            "position": j, "prompt_len": prompt_len, "D": run.dcfg.depth, "mid_lag": lag}
+    run.rows += state_rows(st, lv, base)
+    run.calls += [{**c, "state": base["state"]} for c in cl]
+    run.state_id += 1
+
+
+def collect_prompt(run: ShardRun, p: dict, bar) -> None:
+    """Reach each of the prompt's round starts (fresh or by warm decoding) and replay it there."""
+    cfg, dec = run.cfg, run.dec
+    ids = encode_prompt(run.pair.tokenizer, p["turns"][0])
+    spots, cont, full = round_starts(run.pair, cfg, run.rng, run.stop, ids)
+    if cfg.warm:  # one decode per prompt, from the prompt through every round start
+        dec.start(ids)
+    for j in spots:
+        if cfg.warm:
+            if not _decode_to(dec, len(ids) + j, run.stop):
+                break
+            j = len(dec.ids) - len(ids)  # rounds commit several tokens: the start actually reached
+        else:
+            dec.start(ids + cont[:j], prompt_len=len(ids))
+        replay_round_start(run, p, len(ids), j, full)
+        bar.update(1)
+    bar.update(cfg.states - len(spots))
+
+
+def collect_prompts(run: ShardRun, todo: list[dict], journal: Journal, bar) -> None:
+    """Collect each prompt (or take it from the journal), storing each one as it finishes."""
+    try:  # the bar closes before a Ctrl-C's line is printed
+        for p in todo:
+            stored = journal.get(str(p["question_id"]))
+            if stored is not None:
+                run.rows += stored["rows"]
+                run.calls += stored["calls"]
+                bar.update(run.cfg.states)
+                continue
+            first = (len(run.rows), len(run.calls))
+            collect_prompt(run, p, bar)
+            journal.add(str(p["question_id"]), {"rows": run.rows[first[0]:], "calls": run.calls[first[1]:]},
+                        {"rng": run.rng.getstate(), "carried": run.dec.carried_state(), "state_id": run.state_id})
+    finally:
+        bar.close()
+
+
 def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, profile: DeviceProfile | None = None,
                   meta: dict | None = None, progress: bool = True, journal: Journal | None = None) -> Path:
     """Collect this shard's prompts into `out_dir` (prompts already in its shard file are skipped: a
@@ -136,88 +262,19 @@ def collect_shard(pair, prompts: list[dict], cfg: CollectConfig, out_dir: Path, 
     if not 0 <= i < n:
         raise TreeGraftError(f"shard {i}/{n}: need 0 <= i < n")
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows_p, calls_p, meta_p = shard_paths(out_dir, cfg.shard)
-    mine = prompts[i::n]
-    rows: list[dict] = []
-    calls: list[dict] = []
-    done: set[str] = set()
-    if rows_p.exists() and calls_p.exists():
-        old = pd.read_parquet(rows_p)
-        rows, calls = old.to_dict("records"), pd.read_parquet(calls_p).to_dict("records")
-        done = set(old["qid"].astype(str))
+    paths = shard_paths(out_dir, cfg.shard)
+    rows, calls, done = read_shard(paths[0], paths[1])
     dcfg = replace(collect_config(cfg.decode), schedule="mid", temperature=0.0, clock="wall")
     dec = TreeGraftDecoder(pair, dcfg, profile=profile)  # None: this device's, read from its cache
-    prof = dec.profile
-    stop = eos_ids(pair.tokenizer, pair.target)
-    rng = random.Random(f"{cfg.seed}-{i}-{n}")
-    todo = [p for p in mine if str(p["question_id"]) not in done]
+    run = ShardRun(pair, cfg, dcfg, dec, dec.profile, eos_ids(pair.tokenizer, pair.target),
+                   random.Random(f"{cfg.seed}-{i}-{n}"), rows, calls, next_state_id(rows))
+    todo = [p for p in prompts[i::n] if str(p["question_id"]) not in done]
     bar = tqdm(total=len(todo) * cfg.states, desc=f"collect {i}/{n}", unit="state", mininterval=5, disable=not progress)
-
-    def save() -> None:
-        df = pd.DataFrame(rows)
-        cl = pd.DataFrame(calls)
-        if df.empty:
-            raise TreeGraftError("nothing was collected: no prompt produced a round start")
-        _write(apply_costs(df, prof, cfg.decode), rows_p)
-        _write(cl, calls_p)
-        info = {"format": "treegraft-trajectories/1", "pair": pair.name, "shard": [i, n], "collect": asdict(cfg),
-                "decode": {**dcfg.to_dict(), "clock": prof.name}, "prompts_done": len({r["qid"] for r in rows}), "states": int(df["state"].nunique()),
-                "profile": prof.to_dict(), "complete": True, **(meta or {})}
-        meta_p.write_text(json.dumps(info, indent=1, default=str) + "\n")
-
-    state_id = max((int(r["state"].split(":")[-1]) for r in rows), default=-1) + 1 if rows else 0
     journal = journal or Journal()
-    last = journal.state()
-    if last is not None:  # resumed: where the last stored prompt left the draws and the decoder
-        rng.setstate((last["rng"][0], tuple(last["rng"][1]), last["rng"][2]))
-        dec.restore_state(last["carried"])
-        state_id = last["state_id"]
-    try:  # the bar closes before a Ctrl-C's line is printed
-        for p in todo:
-            stored = journal.get(str(p["question_id"]))
-            if stored is not None:
-                rows += stored["rows"]
-                calls += stored["calls"]
-                bar.update(cfg.states)
-                continue
-            first = (len(rows), len(calls))
-            ids = encode_prompt(pair.tokenizer, p["turns"][0])
-            spots = sorted(rng.sample(range(cfg.max_new), min(cfg.states, cfg.max_new)))
-            if not cfg.warm or cfg.known:
-                # known acceptance reads past the start; warm rounds may overshoot a spot by a round's tokens
-                want = spots[-1] + ((2 if cfg.warm else 1) * DEEPEST if cfg.known else 0)
-                full = autoregressive(pair, ids, max_new_tokens=want).token_ids if want else []
-                full = full[: next((k + 1 for k, t in enumerate(full) if t in stop), len(full))]
-                cont = full[: spots[-1]]
-                ended = bool(cont) and cont[-1] in stop  # no round starts after the end of the answer
-                spots = [j for j in spots if j < len(cont) + (not ended)]
-            if cfg.warm:  # one decode per prompt, from the prompt through every round start
-                dec.start(ids)
-            for j in spots:
-                if cfg.warm:
-                    if not _decode_to(dec, len(ids) + j, stop):
-                        break
-                    j = len(dec.ids) - len(ids)  # rounds commit several tokens: the start actually reached
-                else:
-                    dec.start(ids + cont[:j], prompt_len=len(ids))
-                lag = dec.lag_mid(rng.randint(0, cfg.mid_lag)) if cfg.mid_lag else 0
-                if cfg.known:
-                    st, lv, cl = replay_all(dec, False, 0, seed=rng.randrange(2**31), answer=full[j:])
-                else:
-                    st, lv, cl = replay_all(dec, cfg.shared_verify, cfg.timed, seed=rng.randrange(2**31))
-                base = {"qid": str(p["question_id"]), "category": p.get("category", ""), "state": f"{i}:{state_id}",
-                        "position": j, "prompt_len": len(ids), "D": dcfg.depth, "mid_lag": lag}
-                rows += state_rows(st, lv, base)
-                calls += [{**c, "state": base["state"]} for c in cl]
-                state_id += 1
-                bar.update(1)
-            bar.update(cfg.states - len(spots))
-            journal.add(str(p["question_id"]), {"rows": rows[first[0]:], "calls": calls[first[1]:]},
-                        {"rng": rng.getstate(), "carried": dec.carried_state(), "state_id": state_id})
-    finally:
-        bar.close()
-    save()
-    return rows_p
+    resume_from_journal(run, journal)
+    collect_prompts(run, todo, journal, bar)
+    write_shard(run, paths, meta)
+    return paths[0]
 
 
 def journal_folder(out_dir: Path, shard: tuple[int, int]) -> Path:

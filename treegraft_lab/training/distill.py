@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -22,8 +23,18 @@ from torch import nn
 
 from treegraft_lab.errors import TreeGraftError
 from treegraft_lab.rounds import tokens_per_s
-from treegraft_lab.training.grouped_cv import r2
-from treegraft_lab.training.value import Scaler, student_inputs, value_inputs
+from treegraft_lab.training.grouped_cv import group_folds, r2
+from treegraft_lab.training.value import (
+    A_HEADS,
+    Scaler,
+    allsmall_tokens,
+    augment_costs,
+    fit_mlp,
+    rank_signals,
+    student_inputs,
+    targets,
+    value_inputs,
+)
 
 HIDDEN = (64, 32)
 
@@ -256,6 +267,160 @@ def choose_offset(folds: list[tuple[Student, pd.DataFrame]], signals: Sequence[s
 
 
 # ---------------------------------------------------------------------------- the whole pipeline
+@dataclass
+class PipelineSetup:
+    """What the steps of `train_pipeline` share: the priced rows and how margins are labelled."""
+
+    dfa: pd.DataFrame  # the rows priced on every cost copy (`value.augment_costs`)
+    chosen: list[str]
+    D: int
+    a_head: str = "linear"
+    teacher: str = "value"
+    margin_unit: str = "tokens-per-ms"
+    seed: int = 0
+    value_steps: int = 3000
+    student_steps: int = 4000
+
+
+@dataclass
+class CrossValidation:
+    """The grouped CV's held-out predictions, student scores and per-fold students."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    groups: np.ndarray
+    pred: np.ndarray
+    a_pred: np.ndarray
+    eta_pred: np.ndarray
+    st_scores: list[dict] = field(default_factory=list)
+    fitted: list[tuple[Student, pd.DataFrame]] = field(default_factory=list)  # (student, its held-out rows)
+    scales: list[float] = field(default_factory=list)  # each fold's label std
+
+
+def check_pipeline_args(a_head: str, teacher: str, margin_unit: str, cost_copies: int | None) -> None:
+    """Refuse an unknown value head, teacher or margin unit, or no cost copy (before any ranking)."""
+    if a_head not in A_HEADS:  # before the minutes of signal ranking
+        raise TreeGraftError(f"a_head {a_head!r}: use one of {', '.join(A_HEADS)}")
+    if teacher not in ("value", "replay"):
+        raise TreeGraftError(f"teacher {teacher!r}: use value or replay")
+    if margin_unit not in MARGIN_UNITS:
+        raise TreeGraftError(f"margin unit {margin_unit!r}: use one of {', '.join(MARGIN_UNITS)}")
+    if cost_copies is not None and cost_copies < 1:
+        raise TreeGraftError(f"cost_copies {cost_copies}: price each round start on at least 1 profile")
+
+
+def choose_signals(df: pd.DataFrame, D: int, folds: int, seed: int, rank_steps: int, signals: Sequence[str] | None,
+                   n_signals: int, log: Callable[[str], None]) -> tuple[pd.DataFrame, list[str]]:
+    """Rank every signal by grouped CV; the given signals, else the `n_signals` best ranked."""
+    from treegraft_lab.schedule.signals import SIGNALS
+
+    log(f"ranking {len(SIGNALS)} signals by {folds}-fold grouped CV on {df['qid'].nunique()} prompts, {len(df)} rows")
+    table = rank_signals(df, SIGNALS, D, folds, seed, steps=rank_steps)
+    chosen = list(signals) if signals else list(table["signal"][:n_signals])
+    log(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    log(f"chosen: {chosen}")
+    return table, chosen
+
+
+def margin_scale(s: PipelineSetup, states: pd.DataFrame) -> np.ndarray | None:
+    """ms per token needs eta_hat in tokens: the relative head's is in all-small A (its
+    tokens-per-ms margins stay shares of that A, as the head was introduced)."""
+    return allsmall_tokens(s.dfa, states) if s.a_head == "relative" and s.margin_unit == "ms-per-token" else None
+
+
+def margins(s: PipelineSetup, val, rows: pd.DataFrame, states: pd.DataFrame) -> np.ndarray:
+    """The teacher's margin per canonical state of `rows`: from the value model `val`, or read
+    from the rows' own replays (`teacher="replay"`)."""
+    if s.teacher == "replay":
+        return replay_margins(rows, states, s.D, s.margin_unit)
+    return margin_labels(val.eta, states, s.chosen, s.D, s.margin_unit, margin_scale(s, states))
+
+
+def cross_validate(s: PipelineSetup, df: pd.DataFrame, prof, decode: dict | None, folds: int,
+                   log: Callable[[str], None]) -> CrossValidation:
+    """Per grouped fold: f_theta and g_psi fitted on the other folds, scored on this one."""
+    dfa, D = s.dfa, s.D
+    fold = group_folds(dfa["qid"], folds, s.seed)
+    X, Y = value_inputs(dfa, s.chosen, D), targets(dfa, s.a_head)
+    cv = CrossValidation(X, Y, dfa["qid"].to_numpy(), np.zeros_like(Y), np.zeros(len(dfa)), np.zeros(len(dfa)))
+    a_unit = allsmall_tokens(dfa) if s.a_head == "relative" else np.ones(len(dfa))  # A_hat's unit in tokens
+    for f in range(folds):
+        tr, te = fold != f, fold == f
+        val = fit_mlp(X[tr], Y[tr], cv.groups[tr], steps=s.value_steps, seed=s.seed, a_head=s.a_head)
+        cv.pred[te] = val.predict(X[te])
+        cv.a_pred[te] = val.tokens(X[te], cv.pred[te]) * a_unit[te]
+        cv.eta_pred[te] = val.eta(X[te], cv.pred[te]) * a_unit[te]
+        st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
+        y_tr, y_te = margins(s, val, dfa[tr], st_tr), margins(s, val, dfa[te], st_te)
+        stu = fit_student(student_inputs(st_tr, s.chosen, D), y_tr, steps=s.student_steps, seed=s.seed)
+        cv.st_scores.append(student_scores(stu, student_inputs(st_te, s.chosen, D), y_te))
+        cv.fitted.append((stu, apply_costs_like(df[df["qid"].isin(set(dfa["qid"][te]))], prof, decode)))
+        cv.scales.append(float(np.std(y_tr)))
+        log(f"fold {f + 1}/{folds}: student {cv.st_scores[-1]}")
+    return cv
+
+
+def held_out_r2(s: PipelineSetup, cv: CrossValidation) -> dict[str, float]:
+    """R^2 of f_theta's held-out predictions: A, each regressed column, and eta."""
+    A = s.dfa["accepted"].to_numpy(float) + 1.0
+    Y, pred = cv.Y, cv.pred
+    eta_true = A / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
+    # the relative head's A needs the round start's all-small A, read from the replays: name it so
+    return {"A_given_allsmall" if s.a_head == "relative" else "A": r2(A, cv.a_pred),
+            **({f"{s.a_head}_A": r2(Y[:, 0], pred[:, 0])} if s.a_head != "linear" else {}),
+            "log_t_draft": r2(Y[:, 1], pred[:, 1]), "log_t_verify": r2(Y[:, 2], pred[:, 2]),
+            "eta": r2(eta_true, cv.eta_pred)}
+
+
+def margin_offset(cv: CrossValidation, s: PipelineSetup, offset: float | str,
+                  log: Callable[[str], None]) -> tuple[float, float, dict]:
+    """(tau, the folds' mean label std, held-out tokens/s per offset): tau given, or by CV."""
+    scale = float(np.mean(cv.scales))
+    if offset != "auto":
+        return float(offset), scale, {}
+    tau, offsets = choose_offset(cv.fitted, s.chosen, s.D, scale)
+    log(f"margin offset by CV: {tau:.5f} ({tau / scale:g} label std); held-out tokens/s per offset: {offsets}")
+    return tau, scale, offsets
+
+
+def final_fit(s: PipelineSetup, cv: CrossValidation, tau: float):
+    """f_theta on every row, then g_psi on every canonical state's margin minus tau; returns
+    (value model, student, student inputs, margins)."""
+    val = fit_mlp(cv.X, cv.Y, cv.groups, steps=s.value_steps, seed=s.seed, a_head=s.a_head)
+    st_all = canonical_states(s.dfa)
+    y_all = margins(s, val, s.dfa, st_all)
+    x_all = student_inputs(st_all, s.chosen, s.D)
+    stu = fit_student(x_all, y_all - tau, steps=s.student_steps, seed=s.seed)
+    return val, stu, x_all, y_all
+
+
+def pipeline_meta(s: PipelineSetup, table: pd.DataFrame, folds: int, cv: CrossValidation, r2s: dict,
+                  offsets: tuple[float, float, dict], cmp: dict, chosen_sched: pd.DataFrame, student_train: dict,
+                  y_all: np.ndarray) -> dict:
+    """The artifact's account of the training: offset, signal ranking, CV scores, replays, labels."""
+    from treegraft_lab.schedule.signals import SIGNALS
+
+    tau, scale, by_offset = offsets
+    return {
+        "margin_offset": {"tau": tau, "label_std": scale, "chosen_by": "grouped CV" if by_offset else "given",
+                          "held_out_tokens_per_s": by_offset},
+        "candidates": list(SIGNALS),
+        "cv_table": table.to_dict("records"),
+        "cv": {"folds": folds, "grouped_by": "prompt", "r2_base": table.attrs["r2_base"], "r2_all": table.attrs["r2_all"],
+               "target": "A (tokens per round)"},
+        "r2": r2s,
+        "a_head": s.a_head,
+        "teacher": s.teacher,
+        "margin_unit": s.margin_unit,
+        "student_cv": {k: float(np.mean([sc[k] for sc in cv.st_scores])) for k in cv.st_scores[0]},
+        "student_train": student_train,
+        "replay_tokens_per_s": cmp,
+        "replay_schedules": chosen_sched["schedule"].value_counts().head(8).to_dict(),
+        "labels": {"states": len(y_all), "mean": float(y_all.mean()), "std": float(y_all.std()),  # one per state
+                   "call_share": float((y_all > 0).mean())},
+    }
+
+
 def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signals: Sequence[str] | None = None,
                    folds: int = 5, seed: int = 0, value_steps: int = 3000, student_steps: int = 4000,
                    rank_steps: int = 1200, offset: float | str = "auto", log: Callable[[str], None] = print,
@@ -281,106 +446,24 @@ def train_pipeline(df: pd.DataFrame, prof, pair: str, n_signals: int = 6, signal
 
     Returns (Student, FittedValue, chosen signals, meta dict for the artifact).
     """
-    from treegraft_lab.schedule.signals import SIGNALS
-    from treegraft_lab.training.grouped_cv import group_folds
-    from treegraft_lab.training.value import (
-        A_HEADS,
-        allsmall_tokens,
-        augment_costs,
-        fit_mlp,
-        rank_signals,
-        targets,
-    )
-
-    if a_head not in A_HEADS:  # before the minutes of signal ranking
-        raise TreeGraftError(f"a_head {a_head!r}: use one of {', '.join(A_HEADS)}")
-    if teacher not in ("value", "replay"):
-        raise TreeGraftError(f"teacher {teacher!r}: use value or replay")
-    if margin_unit not in MARGIN_UNITS:
-        raise TreeGraftError(f"margin unit {margin_unit!r}: use one of {', '.join(MARGIN_UNITS)}")
-    if cost_copies is not None and cost_copies < 1:
-        raise TreeGraftError(f"cost_copies {cost_copies}: price each round start on at least 1 profile")
+    check_pipeline_args(a_head, teacher, margin_unit, cost_copies)
     D = int(df["D"].iloc[0])
-    log(f"ranking {len(SIGNALS)} signals by {folds}-fold grouped CV on {df['qid'].nunique()} prompts, {len(df)} rows")
-    table = rank_signals(df, SIGNALS, D, folds, seed, steps=rank_steps)
-    chosen = list(signals) if signals else list(table["signal"][:n_signals])
-    log(table.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    log(f"chosen: {chosen}")
+    table, chosen = choose_signals(df, D, folds, seed, rank_steps, signals, n_signals, log)
     copies = cost_copies if cost_copies is not None else 8 if family else 4
     dfa = augment_costs(df, prof, copies=copies, seed=seed, decode=decode, family=family)
-    fold = group_folds(dfa["qid"], folds, seed)
-    groups = dfa["qid"].to_numpy()
-    X, Y = value_inputs(dfa, chosen, D), targets(dfa, a_head)
-    A = dfa["accepted"].to_numpy(float) + 1.0
-    a_unit = allsmall_tokens(dfa) if a_head == "relative" else np.ones(len(dfa))  # A_hat's unit in tokens
-    pred = np.zeros_like(Y)
-    a_pred = np.zeros(len(dfa))
-    eta_true = A / (np.exp(Y[:, 1]) + np.exp(Y[:, 2]))
-    eta_pred = np.zeros(len(dfa))
-    st_scores, fitted, scales = [], [], []
-
-    def unit_of(states: pd.DataFrame) -> np.ndarray | None:
-        """ms per token needs eta_hat in tokens: the relative head's is in all-small A (its
-        tokens-per-ms margins stay shares of that A, as the head was introduced)."""
-        return allsmall_tokens(dfa, states) if a_head == "relative" and margin_unit == "ms-per-token" else None
-
-    for f in range(folds):
-        tr, te = fold != f, fold == f
-        val = fit_mlp(X[tr], Y[tr], groups[tr], steps=value_steps, seed=seed, a_head=a_head)
-        pred[te] = val.predict(X[te])
-        a_pred[te] = val.tokens(X[te], pred[te]) * a_unit[te]
-        eta_pred[te] = val.eta(X[te], pred[te]) * a_unit[te]
-        st_tr, st_te = canonical_states(dfa[tr]), canonical_states(dfa[te])
-        if teacher == "replay":
-            y_tr, y_te = (replay_margins(dfa[m], s, D, margin_unit) for m, s in ((tr, st_tr), (te, st_te)))
-        else:
-            y_tr, y_te = (margin_labels(val.eta, s, chosen, D, margin_unit, unit_of(s)) for s in (st_tr, st_te))
-        stu = fit_student(student_inputs(st_tr, chosen, D), y_tr, steps=student_steps, seed=seed)
-        st_scores.append(student_scores(stu, student_inputs(st_te, chosen, D), y_te))
-        fitted.append((stu, apply_costs_like(df[df["qid"].isin(set(dfa["qid"][te]))], prof, decode)))
-        scales.append(float(np.std(y_tr)))
-        log(f"fold {f + 1}/{folds}: student {st_scores[-1]}")
-    scale = float(np.mean(scales))
-    if offset == "auto":
-        tau, offsets = choose_offset(fitted, chosen, D, scale)
-        log(f"margin offset by CV: {tau:.5f} ({tau / scale:g} label std); held-out tokens/s per offset: {offsets}")
-    else:
-        tau, offsets = float(offset), {}
-    replays = [replay_policy(held, student_decider(stu, chosen, D, tau), D) for stu, held in fitted]
-    # the relative head's A needs the round start's all-small A, read from the replays: name it so
-    r2s = {"A_given_allsmall" if a_head == "relative" else "A": r2(A, a_pred),
-           **({f"{a_head}_A": r2(Y[:, 0], pred[:, 0])} if a_head != "linear" else {}), "log_t_draft": r2(Y[:, 1], pred[:, 1]),
-           "log_t_verify": r2(Y[:, 2], pred[:, 2]), "eta": r2(eta_true, eta_pred)}
-    held_all = apply_costs_like(df, prof, decode)
+    s = PipelineSetup(dfa, chosen, D, a_head, teacher, margin_unit, seed, value_steps, student_steps)
+    cv = cross_validate(s, df, prof, decode, folds, log)
+    offsets = margin_offset(cv, s, offset, log)
+    tau = offsets[0]
+    replays = [replay_policy(held, student_decider(stu, chosen, D, tau), D) for stu, held in cv.fitted]
+    r2s = held_out_r2(s, cv)
     chosen_sched = pd.concat(replays, ignore_index=True)
-    cmp = compare_policies(held_all, chosen_sched)
+    cmp = compare_policies(apply_costs_like(df, prof, decode), chosen_sched)
     log(f"held-out R^2: {r2s}")
     log(f"modelled tokens/s on held-out prompts (collection costs): {cmp}")
-    val = fit_mlp(X, Y, groups, steps=value_steps, seed=seed, a_head=a_head)
-    st_all = canonical_states(dfa)
-    y_all = (replay_margins(dfa, st_all, D, margin_unit) if teacher == "replay"
-             else margin_labels(val.eta, st_all, chosen, D, margin_unit, unit_of(st_all)))
-    x_all = student_inputs(st_all, chosen, D)
-    stu = fit_student(x_all, y_all - tau, steps=student_steps, seed=seed)
-    meta = {
-        "margin_offset": {"tau": tau, "label_std": scale, "chosen_by": "grouped CV" if offsets else "given",
-                          "held_out_tokens_per_s": offsets},
-        "candidates": list(SIGNALS),
-        "cv_table": table.to_dict("records"),
-        "cv": {"folds": folds, "grouped_by": "prompt", "r2_base": table.attrs["r2_base"], "r2_all": table.attrs["r2_all"],
-               "target": "A (tokens per round)"},
-        "r2": r2s,
-        "a_head": a_head,
-        "teacher": teacher,
-        "margin_unit": margin_unit,
-        "student_cv": {k: float(np.mean([s[k] for s in st_scores])) for k in st_scores[0]},
-        "student_train": student_scores(stu, x_all, y_all - tau),
-        "replay_tokens_per_s": cmp,
-        "replay_schedules": chosen_sched["schedule"].value_counts().head(8).to_dict(),
-        "labels": {"states": len(st_all), "mean": float(y_all.mean()), "std": float(y_all.std()),
-                   "call_share": float((y_all > 0).mean())},
-    }
-    return stu, val, chosen, meta
+    val, stu, x_all, y_all = final_fit(s, cv, tau)
+    train_scores = student_scores(stu, x_all, y_all - tau)
+    return stu, val, chosen, pipeline_meta(s, table, folds, cv, r2s, offsets, cmp, chosen_sched, train_scores, y_all)
 
 
 def apply_costs_like(df: pd.DataFrame, prof, decode: dict | None = None) -> pd.DataFrame:

@@ -280,8 +280,7 @@ def _segments(record: dict[str, Any]) -> str:
 def model_card_markdown(name: str, res: dict[str, Any], record: dict[str, Any], command: str) -> str:
     """MODEL_CARD.md text from the training record and the measured figures."""
     cfg = record.get("config", {})
-    cats = "\n".join(f"| {c} | {v:.3f} | {res['positions_per_category'][c]} |"
-                     for c, v in res["agreement_per_category"].items())
+    cats = agreement_rows(res)
     return f"""# {name} mid drafter (pocket drafter of SmolLM2-135M-Instruct)
 
 A `transformers.LlamaForCausalLM` rebuilt at load time from the target SmolLM2-135M-Instruct plus
@@ -292,7 +291,19 @@ tied embedding (shared, not stored). The head is a frequency-ranked sub-vocabula
 {cfg.get('sub_vocab')} most frequent tokens of the target's own generations (plus a learned bias);
 logits of other tokens are `finfo(dtype).min / 2` in a full {res.get('vocab', 49152)}-wide output.
 
-## How it was made
+""" + how_it_was_made(record, command) + pocket_measured(name, res, cats) + POCKET_FILES
+
+
+def agreement_rows(res: dict[str, Any]) -> str:
+    """The agreement table's rows, one per category: agreement and positions."""
+    return "\n".join(f"| {c} | {v:.3f} | {res['positions_per_category'][c]} |"
+                     for c, v in res["agreement_per_category"].items())
+
+
+def how_it_was_made(record: dict[str, Any], command: str) -> str:
+    """The model card's "How it was made" section: data, corpus, loss and run, from the training record."""
+    cfg = record.get("config", {})
+    return f"""## How it was made
 
     {command}
 
@@ -313,7 +324,12 @@ logits of other tokens are `finfo(dtype).min / 2` in a full {res.get('vocab', 49
   2-core machine; seed {cfg.get('seed')}.
 {_segments(record)}- Sub-vocabulary coverage of the corpus' target top-1 tokens: {record.get('sub_vocab_coverage_of_target_top1', float('nan')):.4f}.
 
-## Measured (`treegraft-lab zoo card {name} --json`)
+"""
+
+
+def pocket_measured(name: str, res: dict[str, Any], cats: str) -> str:
+    """The card's "Measured" section: agreement per category (rows `cats`), chain acceptance, costs."""
+    return f"""## Measured (`treegraft-lab zoo card {name} --json`)
 
 Eval prompts: `{res['eval_prompts']}`, {res['n_prompts']} prompts (first user turn), target greedy
 continuations of up to {res['max_new_tokens']} tokens, {res['positions']} positions, teacher-forced.
@@ -334,7 +350,10 @@ continuations of up to {res['max_new_tokens']} tokens, {res['positions']} positi
   {res['cost_ratio_64']:.3f} ({res['drafter_ms_64']:.1f} / {res['target_ms_64']:.1f} ms).
   Timings were taken on a 2-core machine shared with other jobs: expect noise.
 
-## Files
+"""
+
+
+POCKET_FILES = """## Files
 - `config.json`: layers, rank/scale, sub-vocabulary size, target dims and weight fingerprint.
 - `adapters.safetensors`: low-rank deltas (bf16), norm weights, sub-vocabulary ids and head bias.
 - `training_record.json`: the full training record (config, corpus, steps, history).

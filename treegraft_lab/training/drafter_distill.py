@@ -24,6 +24,7 @@ import math
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -386,196 +387,341 @@ def full2sub_ids(full2sub: torch.Tensor) -> torch.Tensor:
     return (full2sub >= 0).nonzero().squeeze(-1)
 
 
-def run_distill(cfg: DistillConfig, resume: bool = True) -> Path:
-    """Run (or resume) the interleaved corpus generation + training; returns the artifact folder."""
-    from tqdm.auto import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+# ---------------------------------------------------------------- one run
 
-    torch.set_num_threads(cfg.threads)
-    out = Path(cfg.out)
+
+@dataclass
+class Corpus:
+    """The generated records kept for training, their token counts, and the prompts drawn from."""
+
+    prompts: list[dict[str, Any]]
+    source: str
+    overlap: Callable[[str], bool]  # True for text sharing content with an eval prompt (`EvalOverlap`)
+    counts: np.ndarray  # per token id: generated tokens plus target top-1 tokens of the records
+    recs: list[dict[str, Any]] = field(default_factory=list)
+    n_dropped: int = 0
+
+
+@dataclass
+class DistillRun:
+    """What the steps of one distillation run share: models, optimiser, counters and corpus."""
+
+    cfg: DistillConfig
+    out: Path
+    shard_dir: Path
+    ckpt_path: Path
+    tok: Any
+    target: Any
+    drafter: Any
+    head: nn.ParameterDict
+    params: list[nn.Parameter]
+    opt: torch.optim.Optimizer
+    state: dict[str, Any]  # the checkpointed counters (JSON), also written to the training record
+    corpus: Corpus
+    local: list[dict[str, Any]]
+
+
+def work_paths(cfg: DistillConfig) -> tuple[Path, Path]:
+    """The corpus shard folder (created) and the checkpoint file of this layer set and rank."""
     work = Path(cfg.work) if cfg.work else cache_dir() / "distill"
     shard_dir = work / "corpus"
     shard_dir.mkdir(parents=True, exist_ok=True)
-    ckpt_path = work / f"ckpt-{'-'.join(map(str, cfg.layers))}-r{cfg.rank}.pt"
+    return shard_dir, work / f"ckpt-{'-'.join(map(str, cfg.layers))}-r{cfg.rank}.pt"
+
+
+def load_target() -> tuple[Any, Any]:
+    """The offline target's tokenizer and frozen bf16 model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     tpath = ensure_target()
     tok = AutoTokenizer.from_pretrained(tpath)
     target = AutoModelForCausalLM.from_pretrained(tpath, dtype=torch.bfloat16).eval()
     for p in target.parameters():
         p.requires_grad_(False)
-    vocab = target.config.vocab_size
+    return tok, target
+
+
+def trainable_drafter(target: Any, cfg: DistillConfig) -> tuple[Any, nn.ParameterDict, list[nn.Parameter],
+                                                                 torch.optim.Optimizer]:
+    """The drafter skeleton made trainable, its head bias, the trained parameters and AdamW."""
     drafter = dr.build_drafter_skeleton(target, cfg.layers)
-    head = make_trainable(drafter, cfg.rank, cfg.scale, vocab)
+    head = make_trainable(drafter, cfg.rank, cfg.scale, target.config.vocab_size)
     params = [p for p in drafter.parameters() if p.requires_grad] + list(head.parameters())
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0, betas=(0.9, 0.99))
-    state = {"step": 0, "elapsed": 0.0, "greedy_cursor": 0, "gen_time": 0.0, "train_time": 0.0, "tokens_seen": 0,
-             "gen_batches": 0, "history": []}
-    if resume and ckpt_path.exists():
-        ck = torch.load(ckpt_path, weights_only=True)
-        trainable = {n: p for n, p in drafter.named_parameters() if p.requires_grad}
-        for n, t in ck["params"].items():
-            (head["bias"] if n == "head.bias" else trainable[n]).data.copy_(t)
-        opt.load_state_dict(ck["opt"])
-        state.update(json.loads(ck["state"]))
-        print(f"[distill] resumed from {ckpt_path} at step {state['step']}", flush=True)
-    # every (re)start and the knobs it ran with: a resumed run may change them (e.g. --max-context)
+    return drafter, head, params, opt
+
+
+def new_state() -> dict[str, Any]:
+    """The counters of a run that starts from nothing."""
+    return {"step": 0, "elapsed": 0.0, "greedy_cursor": 0, "gen_time": 0.0, "train_time": 0.0, "tokens_seen": 0,
+            "gen_batches": 0, "history": []}
+
+
+def resume_from(ckpt_path: Path, drafter: Any, head: nn.ParameterDict, opt: torch.optim.Optimizer,
+                state: dict[str, Any]) -> None:
+    """Load a checkpoint's trained tensors, optimiser and counters into the run."""
+    ck = torch.load(ckpt_path, weights_only=True)
+    trainable = {n: p for n, p in drafter.named_parameters() if p.requires_grad}
+    for n, t in ck["params"].items():
+        (head["bias"] if n == "head.bias" else trainable[n]).data.copy_(t)
+    opt.load_state_dict(ck["opt"])
+    state.update(json.loads(ck["state"]))
+    print(f"[distill] resumed from {ckpt_path} at step {state['step']}", flush=True)
+
+
+def add_segment(state: dict[str, Any], cfg: DistillConfig) -> None:
+    """Record this (re)start and the knobs it runs with: a resumed run may change them."""
     state.setdefault("segments", []).append(
         {"from_step": state["step"], "from_elapsed_s": round(state["elapsed"]), "minutes": cfg.minutes,
          "threads": cfg.threads, "gen_frac": cfg.gen_frac, "max_context": cfg.max_context, "lr": cfg.lr,
          "ce_weight": cfg.ce_weight})
-    seed = cfg.seed + state["step"] * 7919 + state["gen_batches"]
-    rng = random.Random(seed)
-    torch.manual_seed(seed)
-    prompts, source = train_prompts(cfg.seed)
-    local = _local_prompts(cfg.seed)
-    overlap = EvalOverlap()
-    src = {"prompts": prompts, "source": source, "overlap": overlap}
-    emb = target.model.embed_tokens.weight.detach()
 
-    recs: list[dict[str, Any]] = []
-    counts = np.zeros(vocab, np.float64)
-    n_dropped = 0
 
-    def add(rs: list[dict[str, Any]]) -> None:
-        nonlocal n_dropped
-        for r in rs:
-            if src["overlap"](tok.decode(r["prompt"])):
-                n_dropped += 1
-                continue
-            recs.append(r)
-            np.add.at(counts, r["gen"], 1.0)
-            np.add.at(counts, r["idx"][:, 0], 1.0)
+def add_records(corpus: Corpus, tok: Any, rs: list[dict[str, Any]]) -> None:
+    """Keep the records whose prompt shares no eval text; count their generated and top-1 tokens."""
+    for r in rs:
+        if corpus.overlap(tok.decode(r["prompt"])):
+            corpus.n_dropped += 1
+            continue
+        corpus.recs.append(r)
+        np.add.at(corpus.counts, r["gen"], 1.0)
+        np.add.at(corpus.counts, r["idx"][:, 0], 1.0)
 
-    shards = sorted(shard_dir.glob(f"shard-{cfg.seed:03d}-*.npz"))
+
+def load_cached_corpus(run: DistillRun) -> None:
+    """Add the run's cached shards to the corpus; a corpus made past the checkpoint is continued."""
+    cfg, state, corpus = run.cfg, run.state, run.corpus
+    shards = sorted(run.shard_dir.glob(f"shard-{cfg.seed:03d}-*.npz"))
     for s in shards:
-        add(load_shard(s))
+        add_records(corpus, run.tok, load_shard(s))
     if len(shards) > state["gen_batches"]:  # corpus made before the last checkpoint: continue it
         nums = [int(s.stem.split("-")[-1]) for s in shards]
         state["gen_batches"] = max(nums) + 1
-        state["greedy_cursor"] = min(len(prompts), cfg.gen_batch * sum(1 for n in nums if n % 2 == 0))
-    print(f"[distill] corpus: {len(recs)} records from cache, prompts: {source} ({len(prompts)})", flush=True)
+        state["greedy_cursor"] = min(len(corpus.prompts), cfg.gen_batch * sum(1 for n in nums if n % 2 == 0))
+    print(f"[distill] corpus: {len(corpus.recs)} records from cache, prompts: {corpus.source} "
+          f"({len(corpus.prompts)})", flush=True)
 
-    def gen_one() -> None:
-        b = state["gen_batches"]
-        if b % 5 == 0 and not src["source"].startswith(SUITE):
-            suite = suite_split("train")
-            if suite:  # the prompt suite landed: switch to it
-                src.update(prompts=suite, source=f"{SUITE}:train", overlap=EvalOverlap())
-                print(f"[distill] switched to {SUITE}:train ({len(suite)} prompts)", flush=True)
-        prompts = src["prompts"]
-        prng = random.Random(cfg.seed * 100003 + b)
-        cursor = state.get("greedy_cursor", 0)
-        greedy = b % 2 == 0 and cursor < len(prompts)
-        if greedy:  # every train prompt once, greedy, in a fixed seeded order
-            perm = list(range(len(prompts)))
-            random.Random(cfg.seed).shuffle(perm)
-            cand = [chat_ids(tok, prompts[i]["messages"], 512) for i in perm[cursor:cursor + cfg.gen_batch]]
-            state["greedy_cursor"] = cursor + cfg.gen_batch
-            chosen = sorted(cand, key=len)
-        else:  # sampled: train prompts (and some local ones), similar lengths batched together
-            n_local = int(cfg.gen_batch * 4 * cfg.local_frac) if src["source"].startswith(SUITE) else 0
-            pool = [prompts[i] for i in prng.sample(range(len(prompts)), min(len(prompts), cfg.gen_batch * 4 - n_local))]
-            pool += prng.sample(local, min(len(local), n_local))
-            cand = sorted((chat_ids(tok, p["messages"], 512) for p in pool), key=len)
-            start = prng.randrange(0, max(1, len(cand) - cfg.gen_batch + 1))
-            chosen = cand[start:start + cfg.gen_batch]
-        rs = generate_records(target, tok, chosen, sample=not greedy, max_new=cfg.max_new_tokens,
-                              temperature=cfg.temperature, topk=cfg.topk, seed=cfg.seed + b)
-        save_shard(shard_dir / f"shard-{cfg.seed:03d}-{b:05d}.npz", rs)
-        add(rs)
-        state["gen_batches"] = b + 1
 
-    def export() -> None:
-        token_ids = rank_vocab(counts, cfg.sub_vocab)
-        w = adapter_state(drafter, head, token_ids)
-        from safetensors.torch import save_file
+def switch_to_suite(corpus: Corpus) -> None:
+    """Draw from the prompt suite's `train` split from now on if it has landed meanwhile."""
+    if corpus.source.startswith(SUITE):
+        return
+    suite = suite_split("train")
+    if suite:
+        corpus.prompts, corpus.source, corpus.overlap = suite, f"{SUITE}:train", EvalOverlap()
+        print(f"[distill] switched to {SUITE}:train ({len(suite)} prompts)", flush=True)
 
-        out.mkdir(parents=True, exist_ok=True)
-        save_file(w, str(out / (dr.WEIGHTS_NAME + ".tmp")))
-        (out / (dr.WEIGHTS_NAME + ".tmp")).rename(out / dr.WEIGHTS_NAME)
-        conf = {"format": dr.FORMAT, "layers": cfg.layers, "lora_rank": cfg.rank,
-                "lora_scale": cfg.scale, "sub_vocab": cfg.sub_vocab,
-                "target": {"name": "SmolLM2-135M-Instruct", "hidden_size": target.config.hidden_size,
-                           "vocab_size": vocab, "num_hidden_layers": target.config.num_hidden_layers,
-                           "fingerprint": dr.target_fingerprint(target)}}
-        (out / dr.CONFIG_NAME).write_text(json.dumps(conf, indent=2) + "\n")
-        rec = {"config": asdict(cfg), "prompt_source": src["source"], "n_prompts": len(src["prompts"]),
-               "corpus_records": len(recs), "corpus_gen_tokens": int(sum(len(r["gen"]) for r in recs)),
-               "records_dropped_eval_overlap": n_dropped,
-               "sub_vocab_coverage_of_target_top1": float(counts[token_ids.numpy()].sum() / max(1, counts.sum())),
-               **{k: v for k, v in state.items() if k != "history"}, "history": state["history"][-200:]}
-        (out / "training_record.json").write_text(json.dumps(rec, indent=1) + "\n")
 
-    def checkpoint() -> None:
-        trainable = {n: p.detach().clone() for n, p in drafter.named_parameters() if p.requires_grad}
-        trainable["head.bias"] = head["bias"].detach().clone()
-        tmp = ckpt_path.with_suffix(".tmp")
-        torch.save({"params": trainable, "opt": opt.state_dict(), "state": json.dumps(state)}, tmp)
-        tmp.rename(ckpt_path)
-        export()
+def greedy_batch(tok: Any, prompts: list[dict[str, Any]], cfg: DistillConfig, cursor: int) -> list[list[int]]:
+    """The next `gen_batch` prompts of a fixed seeded order (every prompt once), shortest first."""
+    perm = list(range(len(prompts)))
+    random.Random(cfg.seed).shuffle(perm)
+    cand = [chat_ids(tok, prompts[i]["messages"], 512) for i in perm[cursor:cursor + cfg.gen_batch]]
+    return sorted(cand, key=len)
 
-    # Bootstrap a little data before training.
-    while sum(len(r["gen"]) for r in recs) < 6000:
+
+def sampled_batch(tok: Any, prompts: list[dict[str, Any]], local: list[dict[str, Any]], cfg: DistillConfig,
+                  b: int, from_suite: bool) -> list[list[int]]:
+    """Batch `b`'s seeded draw of prompts (some local ones beside the suite's), similar lengths."""
+    prng = random.Random(cfg.seed * 100003 + b)
+    n_local = int(cfg.gen_batch * 4 * cfg.local_frac) if from_suite else 0
+    pool = [prompts[i] for i in prng.sample(range(len(prompts)), min(len(prompts), cfg.gen_batch * 4 - n_local))]
+    pool += prng.sample(local, min(len(local), n_local))
+    cand = sorted((chat_ids(tok, p["messages"], 512) for p in pool), key=len)
+    start = prng.randrange(0, max(1, len(cand) - cfg.gen_batch + 1))
+    return cand[start:start + cfg.gen_batch]
+
+
+def generate_batch(run: DistillRun) -> None:
+    """Decode the next batch with the target (greedy or sampled), store it as a shard, keep it."""
+    cfg, state, corpus = run.cfg, run.state, run.corpus
+    b = state["gen_batches"]
+    if b % 5 == 0:
+        switch_to_suite(corpus)
+    cursor = state.get("greedy_cursor", 0)
+    greedy = b % 2 == 0 and cursor < len(corpus.prompts)
+    if greedy:  # every train prompt once, greedy, in a fixed seeded order
+        chosen = greedy_batch(run.tok, corpus.prompts, cfg, cursor)
+        state["greedy_cursor"] = cursor + cfg.gen_batch
+    else:  # sampled: train prompts (and some local ones), similar lengths batched together
+        chosen = sampled_batch(run.tok, corpus.prompts, run.local, cfg, b, corpus.source.startswith(SUITE))
+    rs = generate_records(run.target, run.tok, chosen, sample=not greedy, max_new=cfg.max_new_tokens,
+                          temperature=cfg.temperature, topk=cfg.topk, seed=cfg.seed + b)
+    save_shard(run.shard_dir / f"shard-{cfg.seed:03d}-{b:05d}.npz", rs)
+    add_records(corpus, run.tok, rs)
+    state["gen_batches"] = b + 1
+
+
+def artifact_config(cfg: DistillConfig, target: Any) -> dict[str, Any]:
+    """The artifact's config.json: layers, LoRA rank/scale, sub-vocabulary and target identity."""
+    return {"format": dr.FORMAT, "layers": cfg.layers, "lora_rank": cfg.rank,
+            "lora_scale": cfg.scale, "sub_vocab": cfg.sub_vocab,
+            "target": {"name": "SmolLM2-135M-Instruct", "hidden_size": target.config.hidden_size,
+                       "vocab_size": target.config.vocab_size, "num_hidden_layers": target.config.num_hidden_layers,
+                       "fingerprint": dr.target_fingerprint(target)}}
+
+
+def training_record(cfg: DistillConfig, corpus: Corpus, state: dict[str, Any],
+                    token_ids: torch.Tensor) -> dict[str, Any]:
+    """The artifact's training_record.json: knobs, corpus, counters and the last 200 history points."""
+    counts = corpus.counts
+    return {"config": asdict(cfg), "prompt_source": corpus.source, "n_prompts": len(corpus.prompts),
+            "corpus_records": len(corpus.recs), "corpus_gen_tokens": int(sum(len(r["gen"]) for r in corpus.recs)),
+            "records_dropped_eval_overlap": corpus.n_dropped,
+            "sub_vocab_coverage_of_target_top1": float(counts[token_ids.numpy()].sum() / max(1, counts.sum())),
+            **{k: v for k, v in state.items() if k != "history"}, "history": state["history"][-200:]}
+
+
+def export(run: DistillRun) -> None:
+    """Write the artifact to `out`: adapters over the corpus' top sub-vocabulary, config, record."""
+    from safetensors.torch import save_file
+
+    out = run.out
+    token_ids = rank_vocab(run.corpus.counts, run.cfg.sub_vocab)
+    w = adapter_state(run.drafter, run.head, token_ids)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(w, str(out / (dr.WEIGHTS_NAME + ".tmp")))
+    (out / (dr.WEIGHTS_NAME + ".tmp")).rename(out / dr.WEIGHTS_NAME)
+    (out / dr.CONFIG_NAME).write_text(json.dumps(artifact_config(run.cfg, run.target), indent=2) + "\n")
+    rec = training_record(run.cfg, run.corpus, run.state, token_ids)
+    (out / "training_record.json").write_text(json.dumps(rec, indent=1) + "\n")
+
+
+def checkpoint(run: DistillRun) -> None:
+    """Save the trained tensors, optimiser and counters (atomically), then export the artifact."""
+    trainable = {n: p.detach().clone() for n, p in run.drafter.named_parameters() if p.requires_grad}
+    trainable["head.bias"] = run.head["bias"].detach().clone()
+    tmp = run.ckpt_path.with_suffix(".tmp")
+    torch.save({"params": trainable, "opt": run.opt.state_dict(), "state": json.dumps(run.state)}, tmp)
+    tmp.rename(run.ckpt_path)
+    export(run)
+
+
+def bootstrap(run: DistillRun) -> None:
+    """Generate until the corpus holds 6,000 generated tokens, before any training step."""
+    state = run.state
+    while sum(len(r["gen"]) for r in run.corpus.recs) < 6000:
         t0 = time.time()
-        gen_one()
+        generate_batch(run)
         state["gen_time"] += time.time() - t0
         state["elapsed"] += time.time() - t0
+
+
+def sub_vocab_lookup(counts: np.ndarray, n: int, emb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The full->sub lookup table (-1: not in it) of the `n` most frequent tokens, and their embeddings."""
+    token_ids = rank_vocab(counts, n)
+    full2sub = torch.full((len(counts),), -1, dtype=torch.long)
+    full2sub[token_ids] = torch.arange(len(token_ids))
+    return full2sub, emb[token_ids]
+
+
+def learning_rate(cfg: DistillConfig, step: int, elapsed: float, budget: float) -> float:
+    """Linear warm-up over 50 steps times a cosine from `lr` to 10% of it over the time budget."""
+    frac = min(1.0, elapsed / budget)
+    return cfg.lr * min(1.0, (step + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def optimise(run: DistillRun, recs: list[dict[str, Any]], emb_sub: torch.Tensor, full2sub: torch.Tensor,
+             lr: float) -> dict[str, float]:
+    """One AdamW step at `lr` on one batch (gradients clipped to norm 1); the step's figures."""
+    for pg in run.opt.param_groups:
+        pg["lr"] = lr
+    loss, info = train_step(run.drafter, run.head, emb_sub, full2sub, recs, run.cfg)
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(run.params, 1.0)
+    run.opt.step()
+    return info
+
+
+def empty_window() -> dict[str, float]:
+    """Running sums of the training figures since the last checkpoint."""
+    return {"loss": 0.0, "agree": 0.0, "n": 0}
+
+
+def log_window(state: dict[str, Any], window: dict[str, float], corpus_size: int) -> None:
+    """Append the window's mean loss and agreement to the history (and print it), if it has steps."""
+    if window["n"]:
+        state["history"].append({"step": state["step"], "elapsed_s": round(state["elapsed"]),
+                                 "loss": window["loss"] / window["n"],
+                                 "train_agree": window["agree"] / window["n"],
+                                 "tokens_seen": state["tokens_seen"], "corpus": corpus_size})
+        print(f"\n[distill] {json.dumps(state['history'][-1])}", flush=True)
+
+
+def show_progress(bar: Any, state: dict[str, Any], window: dict[str, float], corpus_size: int) -> None:
+    """Move the time bar to the elapsed seconds; show the window's means."""
+    bar.update(int(state["elapsed"]) - bar.n)
+    if window["n"]:
+        bar.set_postfix(step=state["step"], loss=f"{window['loss'] / window['n']:.3f}",
+                        agree=f"{window['agree'] / window['n']:.3f}", corpus=corpus_size)
+
+
+def train_loop(run: DistillRun, rng: random.Random) -> None:
+    """Generate or train (keeping generation at `gen_frac` of the time) until the budget is spent;
+    checkpoint every `checkpoint_minutes`."""
+    from tqdm.auto import tqdm
+
+    cfg, state, recs = run.cfg, run.state, run.corpus.recs
     budget = cfg.minutes * 60
     bar = tqdm(total=int(budget), initial=int(min(state["elapsed"], budget)), unit="s",
                desc="distill", mininterval=10)
     last_ck = time.time()
-    token_ids = rank_vocab(counts, cfg.train_sub_vocab)
-    full2sub = torch.full((vocab,), -1, dtype=torch.long)
-    full2sub[token_ids] = torch.arange(len(token_ids))
-    emb_sub = emb[token_ids]
+    emb = run.target.model.embed_tokens.weight.detach()
+    full2sub, emb_sub = sub_vocab_lookup(run.corpus.counts, cfg.train_sub_vocab, emb)
     groups: list[list[int]] = []
-    window = {"loss": 0.0, "agree": 0.0, "n": 0}
+    window = empty_window()
     while state["elapsed"] < budget and (cfg.steps <= 0 or state["step"] < cfg.steps):
         t0 = time.time()
         if state["gen_time"] < cfg.gen_frac * state["elapsed"]:
-            gen_one()
+            generate_batch(run)
             groups = []
             state["gen_time"] += time.time() - t0
         else:
-            if not groups:
+            if not groups:  # a new pass over the corpus, on its current sub-vocabulary
                 groups = _batches(recs, cfg, rng)
-                token_ids = rank_vocab(counts, cfg.train_sub_vocab)
-                full2sub.fill_(-1)
-                full2sub[token_ids] = torch.arange(len(token_ids))
-                emb_sub = emb[token_ids]
+                full2sub, emb_sub = sub_vocab_lookup(run.corpus.counts, cfg.train_sub_vocab, emb)
             g = groups.pop()
-            frac = min(1.0, state["elapsed"] / budget)
-            lr = cfg.lr * min(1.0, (state["step"] + 1) / 50) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-            for pg in opt.param_groups:
-                pg["lr"] = lr
-            loss, info = train_step(drafter, head, emb_sub, full2sub, [recs[i] for i in g], cfg)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
+            lr = learning_rate(cfg, state["step"], state["elapsed"], budget)
+            info = optimise(run, [recs[i] for i in g], emb_sub, full2sub, lr)
             state["step"] += 1
             state["tokens_seen"] += int(info["tokens"])
             state["train_time"] += time.time() - t0
             window["loss"] += info["loss"]
             window["agree"] += info["agree"]
             window["n"] += 1
-        dt = time.time() - t0
-        state["elapsed"] += dt
-        bar.update(int(state["elapsed"]) - bar.n)
-        if window["n"]:
-            bar.set_postfix(step=state["step"], loss=f"{window['loss'] / window['n']:.3f}",
-                            agree=f"{window['agree'] / window['n']:.3f}", corpus=len(recs))
+        state["elapsed"] += time.time() - t0
+        show_progress(bar, state, window, len(recs))
         if time.time() - last_ck > cfg.checkpoint_minutes * 60:
-            if window["n"]:
-                state["history"].append({"step": state["step"], "elapsed_s": round(state["elapsed"]),
-                                         "loss": window["loss"] / window["n"],
-                                         "train_agree": window["agree"] / window["n"],
-                                         "tokens_seen": state["tokens_seen"], "corpus": len(recs)})
-                print(f"\n[distill] {json.dumps(state['history'][-1])}", flush=True)
-            window = {"loss": 0.0, "agree": 0.0, "n": 0}
-            checkpoint()
+            log_window(state, window, len(recs))
+            window = empty_window()
+            checkpoint(run)
             last_ck = time.time()
     bar.close()
-    checkpoint()
-    if not (out / dr.WEIGHTS_NAME).exists():
-        raise TreeGraftError(f"distillation wrote nothing to {out}")
-    return out
+
+
+def run_distill(cfg: DistillConfig, resume: bool = True) -> Path:
+    """Run (or resume) the interleaved corpus generation + training; returns the artifact folder."""
+    torch.set_num_threads(cfg.threads)
+    shard_dir, ckpt_path = work_paths(cfg)
+    tok, target = load_target()
+    drafter, head, params, opt = trainable_drafter(target, cfg)
+    state = new_state()
+    if resume and ckpt_path.exists():
+        resume_from(ckpt_path, drafter, head, opt, state)
+    add_segment(state, cfg)
+    seed = cfg.seed + state["step"] * 7919 + state["gen_batches"]
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    prompts, source = train_prompts(cfg.seed)
+    local = _local_prompts(cfg.seed)
+    corpus = Corpus(prompts, source, EvalOverlap(), np.zeros(target.config.vocab_size, np.float64))
+    run = DistillRun(cfg, Path(cfg.out), shard_dir, ckpt_path, tok, target, drafter, head, params, opt, state,
+                     corpus, local)
+    load_cached_corpus(run)
+    bootstrap(run)  # a little data before training
+    train_loop(run, rng)
+    checkpoint(run)
+    if not (run.out / dr.WEIGHTS_NAME).exists():
+        raise TreeGraftError(f"distillation wrote nothing to {run.out}")
+    return run.out

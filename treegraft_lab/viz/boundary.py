@@ -185,46 +185,79 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
     fig = make_subplots(2, 2, horizontal_spacing=0.1,  # no plane titles: each axis names its input in words
                         vertical_spacing=0.17)
     notes = []
-    out = (f"<br><sup>{left} first-round step(s) left out: the scheduler is not asked there</sup>"
-           if left and was_asked else
-           f"<br><sup>no step-{step} decision was asked in this run (first round only): medians and markers are "
-           "of unasked steps, whose recorded choice is the decoder's, not the scheduler's</sup>"
-           if not was_asked else "")
     for i, (sx, sy, xs, ys, z) in enumerate(grids):
         r, c = i // 2 + 1, i % 2 + 1
-        fig.add_trace(go.Heatmap(x=xs, y=ys, z=z, colorscale=SCALE, zmid=0, zmin=-lim, zmax=lim, showscale=i == 0,
-                                 colorbar={"title": {"text": "g_psi<br>(tokens/s)"}, "len": 0.6, "thickness": 14},
-                                 hovertemplate=f"{words(sx)}: %{{x:.2f}}<br>{words(sy)}: %{{y:.2f}}<br>g=%{{z:.2f}} tokens/s"
-                                               "<extra></extra>"),
-                      r, c)
-        if z.min() < 0 < z.max():
-            fig.add_trace(go.Contour(x=xs, y=ys, z=z, contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
-                                     line={"color": "black", "width": 2}, showscale=False, hoverinfo="skip",
-                                     showlegend=False), r, c)
-        else:
-            sign = "above" if z.min() > 0 else "below"
-            notes.append(f"{words(sx)} × {words(sy)}: g stays {sign} 0 over the whole plane ({z.min():.2f} to {z.max():.2f} tokens/s), "
-                         f"so the scheduler {'calls' if z.min() > 0 else 'skips'} everywhere there")
-            fig.add_annotation(text=f"no boundary: g {'>' if z.min() > 0 else '<'} 0 everywhere", showarrow=False,
-                               xref="x domain" if i == 0 else f"x{i + 1} domain", yref="y domain" if i == 0 else f"y{i + 1} domain",
-                               x=0.5, y=0.5, bgcolor="rgba(255,255,255,0.8)", font={"size": 11})
-        kinds = ((False, "recorded: skipped"), (True, "recorded: called mid"))
-        calls = int(at["recorded call"].astype(bool).sum())
-        for call, name in kinds if calls <= len(at) - calls else kinds[::-1]:  # the fewer drawn last: on top
-            d = at[at["recorded call"] == call]
-            fig.add_trace(go.Scatter(x=d[sx], y=d[sy], mode="markers", name=name, showlegend=i == 0, legendgroup=name,
-                                     marker={"color": COLORS["mid" if call else "small"], "size": 9,
-                                             "symbol": "circle" if call else "square", "line": {"color": "#111", "width": 1}},
-                                     hovertemplate=f"{name}<br>g=%{{customdata:.2f}} tokens/s<extra></extra>",
-                                     customdata=d["recorded g"]), r, c)
-        fig.add_trace(go.Scatter(x=[base[sx]], y=[base[sy]], mode="markers", name="slice centre (medians)",
-                                 showlegend=i == 0, marker={"symbol": "x", "color": "#111", "size": 10}, hoverinfo="skip"), r, c)
+        draw_plane(fig, i, sx, sy, xs, ys, z, lim)
+        if not z.min() < 0 < z.max():
+            notes.append(one_sign_note(sx, sy, z))
+        draw_recorded(fig, i, at, sx, sy, base)
         fig.update_xaxes(title_text=words(sx), row=r, col=c)  # in words: the glossary (signals.glossary) defines them
         fig.update_yaxes(title_text=words(sy), row=r, col=c)
+    add_legend_keys(fig)
+    lay_out(fig, step, caption, left_out_words(left, was_asked, step))
+    return exportable(fig, caption, f"scheduler-boundary-step{step}"), notes
+
+
+def left_out_words(left: int, was_asked: bool, step: int) -> str:
+    """The title's line on the steps the scheduler was not asked at: how many were left out, or that the medians
+    and markers are of unasked steps (a run of one round); "" when none."""
+    if not was_asked:
+        return (f"<br><sup>no step-{step} decision was asked in this run (first round only): medians and markers are "
+                "of unasked steps, whose recorded choice is the decoder's, not the scheduler's</sup>")
+    return f"<br><sup>{left} first-round step(s) left out: the scheduler is not asked there</sup>" if left else ""
+
+
+def one_sign_note(sx: str, sy: str, z: np.ndarray) -> str:
+    """The note of a plane where g keeps one sign: which, over what range, and that the scheduler always calls or skips."""
+    sign = "above" if z.min() > 0 else "below"
+    return (f"{words(sx)} × {words(sy)}: g stays {sign} 0 over the whole plane ({z.min():.2f} to {z.max():.2f} tokens/s), "
+            f"so the scheduler {'calls' if z.min() > 0 else 'skips'} everywhere there")
+
+
+def draw_plane(fig: go.Figure, i: int, sx: str, sy: str, xs, ys, z: np.ndarray, lim: float) -> None:
+    """Plane `i`'s heatmap of g (one colour scale, -lim to lim) and its g = 0 contour, or a "no boundary" label."""
+    r, c = i // 2 + 1, i % 2 + 1
+    fig.add_trace(go.Heatmap(x=xs, y=ys, z=z, colorscale=SCALE, zmid=0, zmin=-lim, zmax=lim, showscale=i == 0,
+                             colorbar={"title": {"text": "g_psi<br>(tokens/s)"}, "len": 0.6, "thickness": 14},
+                             hovertemplate=f"{words(sx)}: %{{x:.2f}}<br>{words(sy)}: %{{y:.2f}}<br>g=%{{z:.2f}} tokens/s"
+                                           "<extra></extra>"),
+                  r, c)
+    if z.min() < 0 < z.max():
+        fig.add_trace(go.Contour(x=xs, y=ys, z=z, contours={"start": 0, "end": 0, "size": 1, "coloring": "none"},
+                                 line={"color": "black", "width": 2}, showscale=False, hoverinfo="skip",
+                                 showlegend=False), r, c)
+    else:
+        fig.add_annotation(text=f"no boundary: g {'>' if z.min() > 0 else '<'} 0 everywhere", showarrow=False,
+                           xref="x domain" if i == 0 else f"x{i + 1} domain", yref="y domain" if i == 0 else f"y{i + 1} domain",
+                           x=0.5, y=0.5, bgcolor="rgba(255,255,255,0.8)", font={"size": 11})
+
+
+def draw_recorded(fig: go.Figure, i: int, at: pd.DataFrame, sx: str, sy: str, base: dict[str, float]) -> None:
+    """Plane `i`'s recorded decisions of the step (the fewer kind drawn last, on top) and the slice centre."""
+    r, c = i // 2 + 1, i % 2 + 1
+    kinds = ((False, "recorded: skipped"), (True, "recorded: called mid"))
+    calls = int(at["recorded call"].astype(bool).sum())
+    for call, name in kinds if calls <= len(at) - calls else kinds[::-1]:  # the fewer drawn last: on top
+        d = at[at["recorded call"] == call]
+        fig.add_trace(go.Scatter(x=d[sx], y=d[sy], mode="markers", name=name, showlegend=i == 0, legendgroup=name,
+                                 marker={"color": COLORS["mid" if call else "small"], "size": 9,
+                                         "symbol": "circle" if call else "square", "line": {"color": "#111", "width": 1}},
+                                 hovertemplate=f"{name}<br>g=%{{customdata:.2f}} tokens/s<extra></extra>",
+                                 customdata=d["recorded g"]), r, c)
+    fig.add_trace(go.Scatter(x=[base[sx]], y=[base[sy]], mode="markers", name="slice centre (medians)",
+                             showlegend=i == 0, marker={"symbol": "x", "color": "#111", "size": 10}, hoverinfo="skip"), r, c)
+
+
+def add_legend_keys(fig: go.Figure) -> None:
+    """Legend entries for the two decisions' colours and the boundary line."""
     for name, color in (("call the mid drafter (g > 0)", COLORS["mid"]), ("skip: small drafter (g < 0)", COLORS["small"])):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker={"symbol": "square", "size": 12,
                                                                                           "color": color}))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name="g = 0 (the boundary)", line={"color": "black", "width": 2}))
+
+
+def lay_out(fig: go.Figure, step: int, caption: str, out: str) -> None:
+    """The title (with the caption's lines and the left-out line `out` under it), its height and the legend."""
     lines = wrap_title(html.escape(caption, quote=False), CAPTION_PX).split("<br>") if caption else []
     named = "".join(f"<br><sup>{line}</sup>" for line in lines)
     # the title starts below plotly's toolbar (34 px, and plotly draws a title of several lines ~12 px higher);
@@ -236,4 +269,3 @@ def boundary_figure(policy, inputs: pd.DataFrame, step: int, pairs: list[tuple[s
                              "yanchor": "top",
                              "font": {"size": 14}},
                       legend={"orientation": "h", "x": 0, "y": -0.09, "yanchor": "top", "font": {"size": 11}})
-    return exportable(fig, caption, f"scheduler-boundary-step{step}"), notes

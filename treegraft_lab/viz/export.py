@@ -1,7 +1,7 @@
 """What a plotly figure of the workbench carries out of the notebook.
 
 Every plotly figure the package draws is a `Figure`: wherever it is shown (a cell's last line, `display`,
-`workbench.show`, a widget, a saved HTML file) its toolbar has no button that uploads it to a cloud service
+`viz.style.show`, a widget, a saved HTML file) its toolbar has no button that uploads it to a cloud service
 (plotly.js's "Share chart", on by default in the JupyterLab renderer) and no plotly logo, and its "Download
 plot as a png" button saves a file named after the view's caption: pair, prompt, settings and profile.
 The caption itself is drawn inside the figure (its title, or a footnote where the view names it beside the

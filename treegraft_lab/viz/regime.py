@@ -187,56 +187,26 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
     c = cells.sort_values(["agreement", "ratio"])
     rows = list(dict.fromkeys(zip(c["mid"], c["agreement"])))[::-1]  # highest agreement on top
     ratios = sorted(c["ratio"].unique())
-    panels = [("oracle_gain", "oracle / better endpoint")]
-    if scheduler is not None:
-        unpriced = f"{scheduler}_gain" not in c or c[f"{scheduler}_gain"].isna().any()
-        panels.append((f"{scheduler}_gain", f"{scheduler} / better endpoint" + (" (grey: not priced)" if unpriced else "")))
-    panels.append(("better", "better endpoint (S: all-small, M: all-mid) and its speedup"))
+    panels = mid_axis_panels(c, scheduler)
     h = 0.45 * len(rows) + 0.9
     extra = 1.6 if paper else 0.0
     fig = PlotFigure(figsize=(8.4, 1.2 + h * len(panels) + extra), layout="constrained")
     spec = fig.add_gridspec(len(panels) + bool(paper), 1, height_ratios=[h] * len(panels) + ([extra] if paper else []))
     axes = [fig.add_subplot(spec[i, 0]) for i in range(len(panels))]
     at = next(iter(marks or {}), None)
-
-    def grid(col: str) -> np.ndarray:
-        out = np.full((len(rows), len(ratios)), np.nan)
-        for i, (mid, a) in enumerate(rows):
-            g = c[(c["mid"] == mid) & (c["agreement"] == a)].set_index("ratio")
-            for j, r in enumerate(ratios):
-                if r in g.index and col in g.columns:
-                    v = g.loc[r, col]
-                    out[i, j] = (1.0 if v == "all-mid" else 0.0) if col == "better" else float(v)
-        return out
-
-    def tag(r: float, last: bool) -> str:
-        name = next((k for k, v in (marks or {}).items() if abs(np.log(v / r)) < 0.02), None)
-        if name is None:
-            return ""
-        return f"\n{name}" + (f"\n\u25b2 {PAPER_TAG}" if paper and last and name == at else "")
-
-    gains = [grid(col) for col, _ in panels if col != "better"]
+    gains = [cell_grid(c, rows, ratios, col) for col, _ in panels if col != "better"]
     top = max([1.15, *(float(np.nanmax(z)) for z in gains if np.isfinite(z).any())])
     norm = mpl.colors.TwoSlopeNorm(vcenter=1.0, vmin=2.0 - top, vmax=top)  # one scale for every gain panel, centred on a tie
-
     for ax, (col, label) in zip(axes, panels):
-        z = grid(col)
+        z = cell_grid(c, rows, ratios, col)
         if col == "better":
-            cmap = mpl.colors.ListedColormap([SMALL, MID]).with_extremes(bad="#e6e6e6")
-            im = ax.imshow(np.ma.masked_invalid(z), vmin=0, vmax=1, cmap=cmap, aspect="auto", alpha=0.55)
-            speed = np.fmax(grid("all-small"), grid("all-mid"))
-            for (i, j), v in np.ndenumerate(z):
-                if np.isfinite(v):
-                    ax.text(j, i, f"{'M' if v else 'S'} {speed[i, j]:.2f}x", ha="center", va="center", fontsize=7)
+            speed = np.fmax(cell_grid(c, rows, ratios, "all-small"), cell_grid(c, rows, ratios, "all-mid"))
+            draw_better(ax, z, speed)
         else:
-            cmap = mpl.colormaps["RdYlGn"].with_extremes(bad="#e6e6e6")
-            im = ax.imshow(np.ma.masked_invalid(z), norm=norm, cmap=cmap, aspect="auto")
-            for (i, j), v in np.ndenumerate(z):
-                if np.isfinite(v):
-                    dark = abs(norm(v) - 0.5) > 0.35
-                    ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
-            fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
-        ax.set_xticks(range(len(ratios)), [f"{r:.3g}{tag(r, ax is axes[-1])}" for r in ratios], fontsize=8)
+            draw_gain(fig, ax, z, norm)
+        last = ax is axes[-1]
+        ax.set_xticks(range(len(ratios)), [f"{r:.3g}{ratio_tag(r, marks, bool(paper) and last, at)}" for r in ratios],
+                      fontsize=8)
         ax.set_yticks(range(len(rows)), [f"{m} ({a:.2f})" for m, a in rows], fontsize=8)
         ax.set_ylabel("mid drafter (agreement)", fontsize=8)
         ax.set_title(label, fontsize=10)
@@ -246,6 +216,62 @@ def mid_axis_figure(cells: pd.DataFrame, scheduler: str | None = None, marks: di
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
+
+
+def mid_axis_panels(c: pd.DataFrame, scheduler: str | None) -> list[tuple[str, str]]:
+    """(column, title) of each heatmap: the oracle's gain, `scheduler`'s (grey where not priced), the better endpoint."""
+    panels = [("oracle_gain", "oracle / better endpoint")]
+    if scheduler is not None:
+        unpriced = f"{scheduler}_gain" not in c or c[f"{scheduler}_gain"].isna().any()
+        panels.append((f"{scheduler}_gain", f"{scheduler} / better endpoint" + (" (grey: not priced)" if unpriced else "")))
+    panels.append(("better", "better endpoint (S: all-small, M: all-mid) and its speedup"))
+    return panels
+
+
+def cell_grid(c: pd.DataFrame, rows: list[tuple[str, float]], ratios: list[float], col: str) -> np.ndarray:
+    """Column `col` of the cells as a (mid drafter row, ratio) grid, NaN where missing; "better" as 1.0 where
+    all-mid is better, else 0.0."""
+    out = np.full((len(rows), len(ratios)), np.nan)
+    for i, (mid, a) in enumerate(rows):
+        g = c[(c["mid"] == mid) & (c["agreement"] == a)].set_index("ratio")
+        for j, r in enumerate(ratios):
+            if r in g.index and col in g.columns:
+                v = g.loc[r, col]
+                out[i, j] = (1.0 if v == "all-mid" else 0.0) if col == "better" else float(v)
+    return out
+
+
+def ratio_tag(r: float, marks: dict[str, float] | None, paper_row: bool, at: str | None) -> str:
+    """The tick label's tag of ratio `r`: the name of a mark within 2% of it, and on the bottom panel with the
+    paper's table (`paper_row`), the paper's tag at the first mark `at`."""
+    name = next((k for k, v in (marks or {}).items() if abs(np.log(v / r)) < 0.02), None)
+    if name is None:
+        return ""
+    return f"\n{name}" + (f"\n\u25b2 {PAPER_TAG}" if paper_row and name == at else "")
+
+
+def draw_better(ax, z: np.ndarray, speed: np.ndarray) -> None:
+    """The better-endpoint panel: S / M cells in the drafters' colours, each with the better one's speedup."""
+    import matplotlib as mpl
+
+    cmap = mpl.colors.ListedColormap([SMALL, MID]).with_extremes(bad="#e6e6e6")
+    ax.imshow(np.ma.masked_invalid(z), vmin=0, vmax=1, cmap=cmap, aspect="auto", alpha=0.55)
+    for (i, j), v in np.ndenumerate(z):
+        if np.isfinite(v):
+            ax.text(j, i, f"{'M' if v else 'S'} {speed[i, j]:.2f}x", ha="center", va="center", fontsize=7)
+
+
+def draw_gain(fig: PlotFigure, ax, z: np.ndarray, norm) -> None:
+    """A gain panel on the shared scale `norm` (red below a tie, green above), each value in its cell, a colour bar."""
+    import matplotlib as mpl
+
+    cmap = mpl.colormaps["RdYlGn"].with_extremes(bad="#e6e6e6")
+    im = ax.imshow(np.ma.masked_invalid(z), norm=norm, cmap=cmap, aspect="auto")
+    for (i, j), v in np.ndenumerate(z):
+        if np.isfinite(v):
+            dark = abs(norm(v) - 0.5) > 0.35
+            ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    fig.colorbar(im, ax=ax, fraction=0.03, pad=0.01)
 
 
 LINE_COLORS = ("C0", "C1", "C3", "C4", "C5", "C6", "C7", "C8", "C9")  # no green: the oracle's

@@ -275,7 +275,7 @@ def signal_heatmap(corr: pd.DataFrame, title: str = "Spearman correlation with t
 
 
 def importance_plot(imp: pd.DataFrame, release: list[str], clip: float = 1.0) -> PlotFigure:
-    """Grouped-CV gain over step k alone and held-out permutation drop per signal (`workbench.signal_importance`).
+    """Grouped-CV gain over step k alone and held-out permutation drop per signal (`viz.importance.signal_importance`).
 
     Bars beyond +-`clip` (R^2 units) are cut at the axis and labelled with their value, so one
     extreme signal cannot flatten the rest; dark bars are the release's six signals.
