@@ -19,7 +19,7 @@ from treegraft_lab.tiny import tiny_pair
 PKG = Path(__file__).resolve().parent.parent / "treegraft_lab"
 CORE = ["tree.py", "drafters.py", "graft.py", "verify.py", "decoder.py", "replay.py", "rounds.py", "costs.py",
         "config.py", "kv.py", "budget.py", "schedule/policies.py", "schedule/context.py", "schedule/signals.py", "schedule/adaptive.py",
-        "schedule/artifact.py"]
+        "schedule/artifact.py", "parts.py", "drafting.py", "growth.py", "resolve.py", "hooks.py"]
 OUTSIDE = ("treegraft_lab.training", "treegraft_lab.viz", "treegraft_lab.views", "treegraft_lab.bench",
            "treegraft_lab.commands", "treegraft_lab.workbench")
 
