@@ -366,11 +366,7 @@ def lab(tmp_path_factory):
             pytest.fail(f"JupyterLab did not start; see {base / 'lab.log'}")
         yield {"url": url, "token": token, "home": home, "root": root}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        lab_command.stop(proc)  # the command's own shutdown: terminate, then kill after 30 s
         log.close()
 
 

@@ -86,7 +86,9 @@ def test_a_part_with_the_required_methods_gains_the_bases_defaults_and_one_witho
 
     with pytest.raises(TreeGraftError, match="mid= takes a MidDrafter .* lacks score, propose, commit, rollback"):
         adopt(NoScore(), MidDrafter, "mid")
-    assert SmallDrafter().propose_each.__doc__  # the base documents its optional methods
+    small = SmallDrafter()
+    with pytest.raises(NotImplementedError):
+        small.propose(DraftTree.start(1), [0], 4)  # a required method has no default
 
 
 def test_a_hook_may_replace_the_pruned_set_and_decoding_stays_lossless():

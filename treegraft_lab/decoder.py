@@ -169,7 +169,7 @@ class TreeGraftDecoder(HookHost):
         self.growth = growth if growth is not None else Growth.of(config)  # how the trees grow (WHERE's window too)
         built = build_parts(pair, config, self.profile) if None in (small, mid, pruner) else {}
         self.small = small if small is not None else built["small"]
-        self.mid = mid if mid is not None else (built["mid"] if needs_mid(config) else None)
+        self.mid = mid if mid is not None else built["mid"]  # None where the schedule never calls it
         self.pruner = pruner if pruner is not None else built["pruner"]
         self.drafter = self.drafter or drafter_for(config, self.growth)
         self.index = None  # the committed text's n-gram index (context signals, prompt lookup), set by start()

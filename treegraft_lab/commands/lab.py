@@ -154,15 +154,20 @@ def wait_for_exit(proc: subprocess.Popen) -> None:
             pass
 
 
-def shut_down(proc: subprocess.Popen, before: dict, tmp: Path) -> None:
-    """Stop the server (killed after 30 s), put the signal handlers back and remove the kernel folder."""
+def stop(proc: subprocess.Popen, grace_s: float = 30) -> None:
+    """Stop a server process: terminated, then killed if it is still running after `grace_s`."""
     if proc.poll() is None:
         proc.terminate()
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def shut_down(proc: subprocess.Popen, before: dict, tmp: Path) -> None:
+    """Stop the server (killed after 30 s), put the signal handlers back and remove the kernel folder."""
+    stop(proc)
     for s, h in before.items():
         signal.signal(s, h)
     shutil.rmtree(tmp, ignore_errors=True)
